@@ -1,0 +1,23 @@
+# Each target sets itself up on first use: a venv in .venv, torch==2.13.0 if
+# torch is not importable there (a CPU build; a bare `torch` pulls CUDA), then
+# the project in editable mode with its dev extra.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: test run setup typecheck bench
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest
+	$(PY) -m mypy --strict leases unicache tests benchmarks
+
+run: $(STAMP)
+	$(VENV)/bin/unicache replay

@@ -1,0 +1,49 @@
+"""Ownership-typed, generation-tagged capability tokens ("leases").
+
+Engine-agnostic: imports neither torch nor unicache. See DESIGN §3 and the
+README for the ownership rules `leasecheck` enforces statically.
+"""
+
+from leases.errors import (
+    ComponentMismatchError,
+    DoubleReleaseError,
+    ForeignLeaseError,
+    LeaseError,
+    LeaseInfo,
+    LeaseLeakError,
+    StaleLeaseError,
+    WrongThreadError,
+)
+from leases.events import EventKind, LeaseEvent
+from leases.lease import Lease
+from leases.ledger import LeaseLedger, add_leak_listener, remove_leak_listener
+from leases.linear import consumed_by, consumes, is_linear, linear
+from leases.mailbox import Mailbox
+from leases.pinset import PinSet
+from leases.state import Held, Released, Settle
+
+__all__ = [
+    "ComponentMismatchError",
+    "DoubleReleaseError",
+    "EventKind",
+    "ForeignLeaseError",
+    "Held",
+    "Lease",
+    "LeaseError",
+    "LeaseEvent",
+    "LeaseInfo",
+    "LeaseLeakError",
+    "LeaseLedger",
+    "Mailbox",
+    "PinSet",
+    "Released",
+    "Settle",
+    "StaleLeaseError",
+    "WrongThreadError",
+    "add_leak_listener",
+    "consumed_by",
+    "consumes",
+    "is_linear",
+    "linear",
+    "remove_leak_listener",
+]

@@ -1,0 +1,63 @@
+"""Typed errors of the lease runtime; every message names the lease it is about."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """An immutable snapshot of a lease's identity, safe to keep after the lease dies."""
+
+    id: int
+    component: str
+    owner: str
+    generation: int
+    ledger: str
+    site: str | None
+
+    def describe(self) -> str:
+        where = f", acquired at {self.site}" if self.site else ""
+        return (
+            f"lease #{self.id} (component {self.component}, owner {self.owner!r}, "
+            f"generation {self.generation}, ledger {self.ledger!r}{where})"
+        )
+
+
+class LeaseError(Exception):
+    """Base of every error the lease runtime raises.
+
+    `lease` is the snapshot of the lease involved, when there is one.
+    """
+
+    def __init__(self, message: str, *, lease: LeaseInfo | None = None) -> None:
+        super().__init__(message)
+        self.lease = lease
+
+
+class DoubleReleaseError(LeaseError):
+    """A lease, or an instance of a `@linear` class, was consumed a second time."""
+
+
+class StaleLeaseError(LeaseError):
+    """A lease revoked by an epoch advance was used as if it were still current."""
+
+
+class ForeignLeaseError(LeaseError):
+    """A lease was handed to a ledger (or a pin set of it) that did not issue it."""
+
+
+class WrongThreadError(LeaseError):
+    """A ledger operation ran on a thread other than the ledger's owner thread."""
+
+
+class ComponentMismatchError(LeaseError, TypeError):
+    """A lease of one component was put into a pin set of another."""
+
+
+class LeaseLeakError(LeaseError):
+    """Strict mode: leases died while held; `leaks` lists each with its site."""
+
+    def __init__(self, message: str, leaks: tuple[LeaseInfo, ...]) -> None:
+        super().__init__(message, lease=leaks[0] if leaks else None)
+        self.leaks = leaks

@@ -1,0 +1,165 @@
+"""`Lease[C, S]`: a generation-tagged capability token for one component."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, final
+
+from leases.errors import (
+    DoubleReleaseError,
+    LeaseInfo,
+    StaleLeaseError,
+    WrongThreadError,
+)
+from leases.linear import _self_checked, consumes
+from leases.state import Held, Released, S, Settle
+
+if TYPE_CHECKING:
+    from leases.ledger import LeaseLedger
+    from leases.pinset import PinSet
+
+C = TypeVar("C")
+
+_get_ident = threading.get_ident
+_RELEASED = Settle.RELEASED
+_REVOKED = Settle.REVOKED
+_STALE = Settle.STALE
+
+
+@final
+class Lease(Generic[C, S]):
+    """A live (`Held`) or consumed (`Released`) claim on holders for one component.
+
+    Issued only by `LeaseLedger.acquire`. The state parameter is phantom: the
+    object is the same before and after `release()`, only its static type moves
+    from `Lease[C, Held]` to `Lease[C, Released]`, which has no `release`.
+    Pin sets refer to leases weakly, so a lease whose last strong reference
+    dies while held is a leak: it drops out of its pin sets and the ledger
+    records it (see `LeaseLedger`).
+    """
+
+    __slots__ = (
+        "id",
+        "generation",
+        "component",
+        "owner",
+        "site",
+        "ledger",
+        "outcome",
+        "_pins",
+        "_ref",
+        "__weakref__",
+    )
+
+    id: int
+    generation: int
+    component: type[C]
+    owner: object
+    site: str | None
+    ledger: LeaseLedger
+    outcome: Settle | None
+    _pins: list[PinSet[C]] | None
+    _ref: weakref.ref[Lease[C, S]]
+
+    def __init__(self) -> None:
+        raise TypeError("leases are issued by LeaseLedger.acquire(), not constructed")
+
+    @property
+    def held(self) -> bool:
+        """Whether the lease is live: acquired, not released, revoked or leaked."""
+        return self.outcome is None
+
+    @property
+    def pin_count(self) -> int:
+        """How many pin sets this lease currently sits in."""
+        pins = self._pins
+        return len(pins) if pins is not None else 0
+
+    def info(self) -> LeaseInfo:
+        """An immutable snapshot of who this lease is, for errors and reports."""
+        return LeaseInfo(
+            self.id,
+            self.component.__name__,
+            str(self.owner),
+            self.generation,
+            self.ledger.name,
+            self.site,
+        )
+
+    def describe(self) -> str:
+        return self.info().describe()
+
+    def __repr__(self) -> str:
+        state = "held" if self.outcome is None else self.outcome.value
+        return (
+            f"<Lease #{self.id} {self.component.__name__} gen={self.generation} "
+            f"owner={str(self.owner)!r} {state}>"
+        )
+
+    def ensure_current(self) -> None:
+        """Raise `StaleLeaseError` unless the lease is held in the ledger's current epoch."""
+        if self.outcome is None:
+            return
+        if self.outcome is _REVOKED or self.outcome is _STALE:
+            raise StaleLeaseError(
+                f"{self.describe()} was revoked when ledger {self.ledger.name!r} advanced "
+                f"to epoch {self.ledger.epoch}",
+                lease=self.info(),
+            )
+        raise DoubleReleaseError(
+            f"{self.describe()} is no longer held ({self.outcome.value})", lease=self.info()
+        )
+
+    @consumes
+    @_self_checked
+    def release(self: Lease[C, Held]) -> Lease[C, Released]:
+        """Give the lease back; it leaves every pin set. Returns it typed `Released`.
+
+        A lease revoked by `LeaseLedger.advance_epoch` still has to be released
+        by its owner: that release succeeds, sets `outcome` to `Settle.STALE`
+        and counts a stale settle; it never frees anything newer. Releasing
+        twice raises `DoubleReleaseError`; releasing from a thread other than
+        the ledger's raises `WrongThreadError`.
+        """
+        ledger = self.ledger
+        if _get_ident() != ledger._thread_id:
+            raise WrongThreadError(
+                f"{self.describe()} released on thread {_get_ident()}, but ledger "
+                f"{ledger.name!r} belongs to thread {ledger._thread_id}; deliver the "
+                f"release through a Mailbox drained on the owner thread",
+                lease=self.info(),
+            )
+        outcome = self.outcome
+        if outcome is None:
+            lease_id = self.id
+            pins = self._pins
+            if pins is not None:
+                for p in pins:
+                    refs = p._refs
+                    if refs is not None:
+                        refs.pop(lease_id, None)
+                self._pins = None
+            del ledger._live[lease_id]
+            ledger.released += 1
+            self.outcome = _RELEASED
+            if ledger._log is not None:
+                ledger._log_lease(ledger.EVENT_RELEASE, self, ())
+        elif outcome is _REVOKED:
+            self.outcome = _STALE
+            ledger.stale += 1
+            if ledger._log is not None:
+                ledger._log_lease(ledger.EVENT_STALE, self, ())
+        else:
+            raise DoubleReleaseError(
+                f"{self.describe()} was already settled ({outcome.value}); "
+                f"a lease is released exactly once",
+                lease=self.info(),
+            )
+        return cast("Lease[C, Released]", self)
+
+    def __del__(self) -> None:
+        outcome = getattr(self, "outcome", _RELEASED)
+        if (outcome is None or outcome is _REVOKED) and not sys.is_finalizing():
+            self.ledger._on_leak(self)

@@ -1,0 +1,434 @@
+"""`LeaseLedger`: issues leases, keeps the live registry, epochs, counters and the event ring."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from leases.errors import (
+    ComponentMismatchError,
+    ForeignLeaseError,
+    LeaseInfo,
+    LeaseLeakError,
+    StaleLeaseError,
+    WrongThreadError,
+)
+from leases.events import EventKind, LeaseEvent
+from leases.lease import Lease
+from leases.pinset import PinSet
+from leases.state import Held, Settle
+
+C = TypeVar("C")
+
+_get_ident = threading.get_ident
+_new_lease = Lease.__new__
+_weakref = weakref.ref
+_REVOKED = Settle.REVOKED
+
+_leak_listeners: list[Callable[[LeaseInfo], None]] = []
+
+
+def add_leak_listener(listener: Callable[[LeaseInfo], None]) -> None:
+    """Call `listener` with every leak of every ledger, from whichever thread finds it."""
+    _leak_listeners.append(listener)
+
+
+def remove_leak_listener(listener: Callable[[LeaseInfo], None]) -> None:
+    _leak_listeners.remove(listener)
+
+
+class _PendingLeak(NamedTuple):
+    info: LeaseInfo
+    lease_id: int
+    pins: list[PinSet[Any]] | None
+    was_revoked: bool
+
+
+_Record = tuple[int, int, EventKind, "int | None", "str | None", "str | None", int,
+                tuple[object, ...], "int | None", str]
+
+
+class LeaseLedger:
+    """Issues leases of every component for one cache, and accounts for each of them.
+
+    Epochs: `advance_epoch()` revokes every held lease at once (a cache reset).
+    Revoked leases leave their pin sets immediately and stop counting as live;
+    their owners still release them, and that release returns normally with
+    `outcome == Settle.STALE`. Counters always satisfy
+    `acquired == live + released + revoked + leaked_while_held`.
+
+    Threads: a ledger belongs to the thread that created it (`bind_thread()`
+    moves it). acquire, release, settle, pin, unpin, advance_epoch and check
+    raise `WrongThreadError` anywhere else. Other threads may read immutable
+    lease fields and post to a `Mailbox`; a lease that dies on another thread
+    is recorded there and accounted on the owner thread's next ledger call.
+
+    Leaks: a lease whose last strong reference dies while held (or revoked and
+    not yet released) emits a `ResourceWarning` at once and is accounted on the
+    next ledger call: it leaves its pin sets, counts in `leaked`, and is listed
+    by `check()`, which raises `LeaseLeakError` in strict mode.
+
+    `debug=True` records each lease's acquisition site; `history` bounds the
+    event ring (0 turns it off: the cheapest setting).
+    """
+
+    EVENT_ACQUIRE = EventKind.ACQUIRE
+    EVENT_RELEASE = EventKind.RELEASE
+    EVENT_STALE = EventKind.STALE
+
+    def __init__(
+        self, name: str, *, strict: bool = False, debug: bool = False, history: int = 1024
+    ) -> None:
+        if history < 0:
+            raise ValueError(f"ledger {name!r}: history must be >= 0, got {history}")
+        self.name = name
+        self.strict = strict
+        self.debug = debug
+        self.history = history
+        self.epoch = 0
+        self.step = 0
+        self.acquired = 0
+        self.released = 0
+        self.revoked = 0
+        self.stale = 0
+        self._leaked = 0
+        self._leaked_revoked = 0
+        self._next_id = 1
+        self._seq = 0
+        self._live: dict[int, weakref.ref[Lease[Any, Held]]] = {}
+        self._pending_leaks: deque[_PendingLeak] = deque()
+        self._leaks: list[LeaseInfo] = []
+        self._unchecked: list[LeaseInfo] = []
+        self._log: deque[_Record] | None = deque(maxlen=history) if history else None
+        self._thread_id = _get_ident()
+
+    def __repr__(self) -> str:
+        return (
+            f"<LeaseLedger {self.name!r} epoch={self.epoch} live={len(self._live)} "
+            f"acquired={self.acquired} released={self.released}>"
+        )
+
+    def _wrong_thread(self, what: str) -> WrongThreadError:
+        return WrongThreadError(
+            f"ledger {self.name!r}: {what} called on thread {_get_ident()}, but the ledger "
+            f"belongs to thread {self._thread_id}; post work to a Mailbox drained there"
+        )
+
+    def bind_thread(self) -> None:
+        """Make the calling thread the ledger's owner thread."""
+        self._thread_id = _get_ident()
+
+    @property
+    def owner_thread(self) -> int:
+        return self._thread_id
+
+    def acquire(
+        self,
+        component: type[C],
+        *,
+        owner: object,
+        pins: Iterable[PinSet[C]] = (),
+        stacklevel: int = 1,
+    ) -> Lease[C, Held]:
+        """Issue a held lease of `component` for `owner`, pinning every set in `pins`.
+
+        `owner` is anything whose `str()` describes the holder of the lease
+        (keep it cheap: a string). `stacklevel` picks the frame recorded as the
+        acquisition site in debug mode (1 = the caller of `acquire`).
+        """
+        if _get_ident() != self._thread_id:
+            raise self._wrong_thread("acquire")
+        if self._pending_leaks:
+            self._drain_leaks()
+        if pins:
+            if not isinstance(pins, (list, tuple)):
+                pins = tuple(pins)
+            for p in pins:
+                if p.component is not component:
+                    raise ComponentMismatchError(
+                        f"ledger {self.name!r}: a {component.__name__} lease for owner "
+                        f"{str(owner)!r} cannot pin {p!r}, a pin set of {p.component.__name__}"
+                    )
+        lease: Lease[C, Held] = _new_lease(Lease)
+        lease_id = self._next_id
+        self._next_id = lease_id + 1
+        lease.id = lease_id
+        lease.generation = self.epoch
+        lease.component = component
+        lease.owner = owner
+        lease.site = _site(stacklevel + 1) if self.debug else None
+        lease.ledger = self
+        lease.outcome = None
+        ref = _weakref(lease)
+        lease._ref = ref
+        self._live[lease_id] = ref
+        self.acquired += 1
+        if pins:
+            for p in pins:
+                refs = p._refs
+                if refs is None:
+                    p._refs = refs = {}
+                refs[lease_id] = ref
+            lease._pins = list(pins)
+        else:
+            lease._pins = None
+        if self._log is not None:
+            self._log_lease(EventKind.ACQUIRE, lease, pins)
+        return lease
+
+    def settle(self, lease: Lease[C, Held]) -> Settle:
+        """Release `lease` through this ledger, refusing one it did not issue.
+
+        Returns `Settle.RELEASED`, or `Settle.STALE` when the lease had been
+        revoked by an epoch advance.
+        """
+        if lease.ledger is not self:
+            raise ForeignLeaseError(
+                f"{lease.describe()} was handed to ledger {self.name!r}, which did not issue it",
+                lease=lease.info(),
+            )
+        done = lease.release()
+        outcome = done.outcome
+        assert outcome is not None
+        return outcome
+
+    def pin(self, lease: Lease[C, Held], pins: PinSet[C]) -> None:
+        """Add a held, current lease of this ledger to one more pin set (idempotent)."""
+        self._check_usable(lease, "pin")
+        if pins.component is not lease.component:
+            raise ComponentMismatchError(
+                f"{lease.describe()} cannot pin {pins!r}, a pin set of "
+                f"{pins.component.__name__}",
+                lease=lease.info(),
+            )
+        refs = pins._refs
+        if refs is None:
+            pins._refs = refs = {}
+        if lease.id in refs:
+            return
+        refs[lease.id] = lease._ref
+        if lease._pins is None:
+            lease._pins = [pins]
+        else:
+            lease._pins.append(pins)
+        if self._log is not None:
+            self._log_lease(EventKind.PIN, lease, (pins,))
+
+    def unpin(self, lease: Lease[C, Held], pins: PinSet[C]) -> None:
+        """Take a held lease out of one pin set without releasing it (no-op if absent)."""
+        self._check_usable(lease, "unpin")
+        refs = pins._refs
+        if refs is None or refs.pop(lease.id, None) is None:
+            return
+        if lease._pins is not None:
+            lease._pins = [p for p in lease._pins if p is not pins] or None
+        if self._log is not None:
+            self._log_lease(EventKind.UNPIN, lease, (pins,))
+
+    def _check_usable(self, lease: Lease[Any, Held], what: str) -> None:
+        if _get_ident() != self._thread_id:
+            raise self._wrong_thread(what)
+        if lease.ledger is not self:
+            raise ForeignLeaseError(
+                f"{lease.describe()} was handed to ledger {self.name!r} ({what}), "
+                f"which did not issue it",
+                lease=lease.info(),
+            )
+        if lease.outcome is not None:
+            if lease.outcome is _REVOKED or lease.outcome is Settle.STALE:
+                raise StaleLeaseError(
+                    f"{lease.describe()} was revoked at an epoch advance (ledger epoch "
+                    f"{self.epoch}); it cannot {what}",
+                    lease=lease.info(),
+                )
+            lease.ensure_current()
+
+    def advance_epoch(self) -> int:
+        """Revoke every held lease (they leave all pin sets) and start a new epoch."""
+        if _get_ident() != self._thread_id:
+            raise self._wrong_thread("advance_epoch")
+        if self._pending_leaks:
+            self._drain_leaks()
+        for ref in list(self._live.values()):
+            lease = ref()
+            if lease is None:
+                continue
+            pins = lease._pins
+            if pins is not None:
+                for p in pins:
+                    refs = p._refs
+                    if refs is not None:
+                        refs.pop(lease.id, None)
+                lease._pins = None
+            lease.outcome = _REVOKED
+            self.revoked += 1
+            if self._log is not None:
+                self._log_lease(EventKind.REVOKE, lease, ())
+        self._live.clear()
+        self.epoch += 1
+        if self._log is not None:
+            self.record(EventKind.EPOCH, detail=f"epoch {self.epoch}")
+        return self.epoch
+
+    def live(self) -> list[Lease[Any, Held]]:
+        """Every held lease of the current epoch, in acquisition order."""
+        if self._pending_leaks and _get_ident() == self._thread_id:
+            self._drain_leaks()
+        return [
+            lease
+            for ref in list(self._live.values())
+            if (lease := ref()) is not None and lease.outcome is None
+        ]
+
+    def get(self, lease_id: int) -> Lease[Any, Held] | None:
+        """The live lease with this id, or None."""
+        ref = self._live.get(lease_id)
+        lease = ref() if ref is not None else None
+        return lease if lease is not None and lease.outcome is None else None
+
+    @property
+    def live_count(self) -> int:
+        if self._pending_leaks and _get_ident() == self._thread_id:
+            self._drain_leaks()
+        return len(self._live)
+
+    @property
+    def leaked(self) -> int:
+        """Leases whose last reference died while held or revoked-but-unreleased."""
+        if self._pending_leaks and _get_ident() == self._thread_id:
+            self._drain_leaks()
+        return self._leaked
+
+    @property
+    def leaked_while_held(self) -> int:
+        """The part of `leaked` that was still live (not revoked) when it died."""
+        return self.leaked - self._leaked_revoked
+
+    def leaks(self) -> list[LeaseInfo]:
+        """Every leak recorded so far, oldest first."""
+        if self._pending_leaks and _get_ident() == self._thread_id:
+            self._drain_leaks()
+        return list(self._leaks)
+
+    def check(self) -> list[LeaseInfo]:
+        """Account pending leaks; return those not reported by an earlier check.
+
+        In strict mode raise `LeaseLeakError` listing each with its site instead.
+        """
+        if _get_ident() != self._thread_id:
+            raise self._wrong_thread("check")
+        self._drain_leaks()
+        new, self._unchecked = self._unchecked, []
+        if new and self.strict:
+            lines = "\n".join(f"  - {info.describe()}" for info in new)
+            raise LeaseLeakError(
+                f"ledger {self.name!r}: {len(new)} lease(s) leaked (died while held):\n{lines}",
+                tuple(new),
+            )
+        return new
+
+    def _on_leak(self, lease: Lease[Any, Any]) -> None:
+        """Called from `Lease.__del__`, on whichever thread dropped the last reference."""
+        info = lease.info()
+        self._pending_leaks.append(
+            _PendingLeak(info, lease.id, lease._pins, lease.outcome is _REVOKED)
+        )
+        warnings.warn(
+            f"{info.describe()} leaked: its last reference died while it was held",
+            ResourceWarning,
+            source=lease,
+            stacklevel=2,
+        )
+        for listener in list(_leak_listeners):
+            listener(info)
+
+    def _drain_leaks(self) -> None:
+        pending = self._pending_leaks
+        while pending:
+            leak = pending.popleft()
+            if not leak.was_revoked:
+                self._live.pop(leak.lease_id, None)
+            if leak.pins is not None:
+                for p in leak.pins:
+                    if p._refs is not None:
+                        p._refs.pop(leak.lease_id, None)
+            self._leaked += 1
+            self._leaked_revoked += leak.was_revoked
+            self._leaks.append(leak.info)
+            self._unchecked.append(leak.info)
+            if self._log is not None:
+                info = leak.info
+                self._seq += 1
+                self._log.append(
+                    (self._seq, self.step, EventKind.LEAK, info.id, info.component,
+                     info.owner, info.generation,
+                     tuple(p.holder for p in leak.pins) if leak.pins else (), None,
+                     f"acquired at {info.site}" if info.site else "")
+                )
+
+    def _log_lease(
+        self, kind: EventKind, lease: Lease[Any, Any], pins: Sequence[PinSet[Any]] | Iterable[PinSet[Any]]
+    ) -> None:
+        log = self._log
+        assert log is not None
+        self._seq += 1
+        owner = lease.owner
+        log.append(
+            (self._seq, self.step, kind, lease.id, lease.component.__name__,
+             owner if type(owner) is str else str(owner), lease.generation,
+             tuple(p.holder for p in pins) if pins else (), None, "")
+        )
+
+    def record(
+        self,
+        kind: EventKind,
+        *,
+        detail: str = "",
+        nodes: Iterable[object] = (),
+        ticket: int | None = None,
+        component: str | None = None,
+        lease_id: int | None = None,
+        owner: str | None = None,
+    ) -> None:
+        """Append an engine event (failed transfer, blocked eviction, stale ack, ...)."""
+        log = self._log
+        if log is None:
+            return
+        self._seq += 1
+        log.append(
+            (self._seq, self.step, kind, lease_id, component, owner, self.epoch,
+             tuple(nodes), ticket, detail)
+        )
+
+    def events(self, *, last: int | None = None) -> list[LeaseEvent]:
+        """The event ring, oldest first (only the newest `last` when given)."""
+        log = self._log
+        if log is None:
+            return []
+        records = list(log)
+        if last is not None:
+            records = records[-last:] if last > 0 else []
+        return [LeaseEvent(*r) for r in records]
+
+    def counters(self) -> dict[str, int]:
+        """Every counter, by name."""
+        return {
+            "acquired": self.acquired,
+            "released": self.released,
+            "revoked": self.revoked,
+            "stale": self.stale,
+            "leaked": self.leaked,
+            "live": self.live_count,
+            "epoch": self.epoch,
+        }
+
+
+def _site(stacklevel: int) -> str:
+    frame = sys._getframe(stacklevel + 1)
+    code = frame.f_code
+    return f"{code.co_filename}:{frame.f_lineno}:{code.co_name}"

@@ -1,0 +1,172 @@
+"""The reference model: KV and Mamba state as pure, integer-exact functions of tokens.
+
+Every value is derived from a prefix hash ``H[i] = sum(g(token[j], j) for j <= i)``
+where ``g`` mixes a token with its position through a 32-bit integer hash. ``H[i]``
+identifies the prefix ``tokens[:i + 1]``, so the KV of token ``i`` (and the Mamba
+state after a prefix) differs whenever the prefix differs, even if the token is
+the same. All arithmetic is on int64 with every product kept below 2**63, so the
+torch (vectorised) and the plain-int paths give bit-identical results on any
+machine. Values are masked to the bits the storage dtype holds exactly, which
+makes a stored value compare equal to the reference only if it is the right one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+MASK32 = 0xFFFFFFFF
+_MUL = 0x045D9F3B
+_POS = 0x2C1B3C6D
+_KV_SALT = 0x1B873593
+_SWA_SALT = 0x3C6EF372
+_MAMBA_SALT = 0x5BD1E995
+_DECODE_SALT = 0x27D4EB2F
+
+_EXACT_BITS: dict[torch.dtype, int] = {
+    torch.int64: 31,
+    torch.int32: 31,
+    torch.int16: 15,
+    torch.uint8: 8,
+    torch.int8: 7,
+    torch.float64: 31,
+    torch.float32: 24,
+    torch.float16: 11,
+    torch.bfloat16: 8,
+}
+
+
+class ReferenceDtypeError(ValueError):
+    """The storage dtype cannot hold reference values exactly."""
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """32-bit integer hash of each element of an int64 tensor (input masked to 32 bits)."""
+    x = x & MASK32
+    x = ((x >> 16) ^ x) * _MUL & MASK32
+    x = ((x >> 16) ^ x) * _MUL & MASK32
+    return (x >> 16) ^ x
+
+
+def mix32_int(x: int) -> int:
+    """The scalar twin of :func:`mix32`."""
+    x &= MASK32
+    x = ((x >> 16) ^ x) * _MUL & MASK32
+    x = ((x >> 16) ^ x) * _MUL & MASK32
+    return (x >> 16) ^ x
+
+
+def _salts(base: int, width: int) -> torch.Tensor:
+    return mix32(torch.arange(width, dtype=torch.int64) + base)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixHashes:
+    """Prefix hashes of one token sequence; ``values[i]`` identifies ``tokens[:i + 1]``."""
+
+    tokens: torch.Tensor
+    values: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def last(self, length: int) -> int:
+        """The hash of the prefix of ``length`` tokens (0 for the empty prefix)."""
+        if length < 0 or length > len(self):
+            raise IndexError(f"prefix length {length} outside 0..{len(self)}")
+        return 0 if length == 0 else int(self.values[length - 1])
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceModel:
+    """Deterministic stand-in for a model's KV and recurrent state.
+
+    ``kv_width``/``swa_width``/``mamba_width`` are the per-token (per-state)
+    element counts; ``dtype`` is the storage dtype of the pools the values go
+    into (values are masked to the bits it holds exactly).
+    """
+
+    kv_width: int = 4
+    swa_width: int = 4
+    mamba_width: int = 8
+    dtype: torch.dtype = torch.int32
+    seed: int = 0
+    _mask: int = field(init=False, repr=False, compare=False)
+    _kv_salts: torch.Tensor = field(init=False, repr=False, compare=False)
+    _swa_salts: torch.Tensor = field(init=False, repr=False, compare=False)
+    _mamba_salts: torch.Tensor = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        bits = _EXACT_BITS.get(self.dtype)
+        if bits is None:
+            raise ReferenceDtypeError(f"dtype {self.dtype} has no exact integer range for reference values")
+        for name, width in (("kv_width", self.kv_width), ("swa_width", self.swa_width),
+                            ("mamba_width", self.mamba_width)):
+            if width < 1:
+                raise ValueError(f"{name} must be >= 1, got {width}")
+        seed = mix32_int(self.seed)
+        object.__setattr__(self, "_mask", (1 << bits) - 1)
+        object.__setattr__(self, "_kv_salts", _salts(_KV_SALT ^ seed, self.kv_width))
+        object.__setattr__(self, "_swa_salts", _salts(_SWA_SALT ^ seed, self.swa_width))
+        object.__setattr__(self, "_mamba_salts", _salts(_MAMBA_SALT ^ seed, self.mamba_width))
+
+    def hashes(self, tokens: torch.Tensor, *, start: int = 0, carry: int = 0) -> PrefixHashes:
+        """Prefix hashes of ``tokens`` placed at positions ``start..``, continuing ``carry``.
+
+        ``carry`` is the hash of the ``start`` tokens before (0 for an empty prefix),
+        so ``hashes(b, start=len(a), carry=hashes(a).last(len(a)))`` equals the tail of
+        ``hashes(a + b)``.
+        """
+        toks = tokens.to(torch.int64)
+        if toks.dim() != 1:
+            raise ValueError(f"tokens must be 1-D, got shape {tuple(toks.shape)}")
+        pos = torch.arange(start, start + toks.shape[0], dtype=torch.int64)
+        g = mix32(mix32(toks) ^ (pos * _POS & MASK32) ^ self.seed)
+        values = torch.cumsum(g, 0) + carry
+        return PrefixHashes(toks, values)
+
+    def extend(self, prefix: PrefixHashes, more: torch.Tensor) -> PrefixHashes:
+        """Hashes of ``prefix.tokens + more`` reusing the prefix's work."""
+        tail = self.hashes(more, start=len(prefix), carry=prefix.last(len(prefix)))
+        return PrefixHashes(torch.cat([prefix.tokens, tail.tokens]), torch.cat([prefix.values, tail.values]))
+
+    def _lanes(self, h: torch.Tensor, salts: torch.Tensor) -> torch.Tensor:
+        folded = h ^ (h >> 32)
+        return (mix32(folded.unsqueeze(-1) ^ salts) & self._mask).to(self.dtype)
+
+    def kv(self, h: PrefixHashes, begin: int, end: int) -> torch.Tensor:
+        """Full-attention KV of tokens ``begin..end-1``: shape ``(end - begin, kv_width)``."""
+        self._check_range(h, begin, end)
+        return self._lanes(h.values[begin:end], self._kv_salts)
+
+    def swa_kv(self, h: PrefixHashes, begin: int, end: int) -> torch.Tensor:
+        """Sliding-window KV of tokens ``begin..end-1``: shape ``(end - begin, swa_width)``."""
+        self._check_range(h, begin, end)
+        return self._lanes(h.values[begin:end], self._swa_salts)
+
+    def mamba_state(self, h: PrefixHashes, length: int) -> torch.Tensor:
+        """Recurrent state after the first ``length`` tokens: shape ``(mamba_width,)``."""
+        last = torch.tensor(h.last(length) + length * _MAMBA_SALT, dtype=torch.int64)
+        return self._lanes(last, self._mamba_salts)
+
+    def decode(self, h: PrefixHashes, count: int, vocab: int) -> PrefixHashes:
+        """Greedy-decode ``count`` tokens after ``h`` (each depends on all before it)."""
+        if count < 0:
+            raise ValueError(f"decode count must be >= 0, got {count}")
+        if vocab < 2:
+            raise ValueError(f"vocab must be >= 2, got {vocab}")
+        length = len(h)
+        carry = h.last(length)
+        out: list[int] = []
+        for i in range(count):
+            nxt = 1 + mix32_int(carry ^ _DECODE_SALT ^ (length + i)) % (vocab - 1)
+            g = mix32_int(mix32_int(nxt) ^ ((length + i) * _POS & MASK32) ^ self.seed)
+            carry += g
+            out.append(nxt)
+        return self.extend(h, torch.tensor(out, dtype=torch.int64))
+
+    @staticmethod
+    def _check_range(h: PrefixHashes, begin: int, end: int) -> None:
+        if not 0 <= begin <= end <= len(h):
+            raise IndexError(f"token range {begin}..{end} outside 0..{len(h)}")

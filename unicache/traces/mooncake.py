@@ -1,0 +1,129 @@
+"""Loader for the Mooncake trace format: prompts given as ``hash_ids`` of 512-token blocks.
+
+Each block id maps to ``tokens_per_block`` deterministic tokens (a pure function
+of the id), so equal ids give equal tokens and shared prefixes stay shared. A
+request's prompt keeps ``input_length`` proportionally: ``ceil(input_length *
+tokens_per_block / 512)`` tokens, the last block cut short like the original.
+``output_length`` scales the same way. File order (arrival order) is kept.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+from array import array
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import IO
+
+import torch
+
+from unicache.traces.request import Trace, TraceFormatError, TraceRequest
+
+MOONCAKE_BLOCK_TOKENS = 512
+BUNDLED_MOONCAKE = "mooncake_conversation.jsonl.gz"
+_TOKEN_SALT = 0x68E31DA4
+
+
+def block_tokens(block_ids: list[int], tokens_per_block: int) -> torch.Tensor:
+    """Tokens of whole blocks, ``tokens_per_block`` per id, as one int64 tensor.
+
+    Tokens are in ``1..2**31-1``; a block's tokens depend only on its id.
+    """
+    from unicache.engine.reference import mix32
+
+    ids = torch.tensor(block_ids, dtype=torch.int64).unsqueeze(1)
+    k = torch.arange(tokens_per_block, dtype=torch.int64).unsqueeze(0)
+    base = mix32(ids ^ _TOKEN_SALT) ^ mix32(ids >> 32)
+    toks = mix32(base ^ mix32(k + 0x9E3779B9)) & 0x7FFFFFFF
+    return (toks | (toks == 0).to(torch.int64)).reshape(-1)
+
+
+def open_bundled_mooncake() -> IO[bytes]:
+    """The Mooncake conversation trace shipped as package data (gzipped JSONL)."""
+    ref = resources.files("unicache").joinpath("data", BUNDLED_MOONCAKE)
+    return gzip.open(io.BytesIO(ref.read_bytes()))
+
+
+def _open(path: Path) -> IO[bytes]:
+    if path.suffix == ".gz":
+        return gzip.open(path)
+    return path.open("rb")
+
+
+def _scaled(length: int, tokens_per_block: int) -> int:
+    return math.ceil(length * tokens_per_block / MOONCAKE_BLOCK_TOKENS)
+
+
+def parse_mooncake_record(record: object, *, rid: int, tokens_per_block: int, where: str) -> TraceRequest:
+    """One Mooncake JSON object -> a request (``where`` names file:line for errors)."""
+    if not isinstance(record, dict):
+        raise TraceFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    try:
+        hash_ids = record["hash_ids"]
+        input_length = record["input_length"]
+        output_length = record.get("output_length", 0)
+        timestamp = record.get("timestamp", 0)
+    except KeyError as exc:
+        raise TraceFormatError(f"{where}: missing field {exc.args[0]!r}") from None
+    if not isinstance(hash_ids, list) or not hash_ids or not all(isinstance(b, int) for b in hash_ids):
+        raise TraceFormatError(f"{where}: hash_ids must be a non-empty list of ints")
+    if not isinstance(input_length, int) or not isinstance(output_length, int):
+        raise TraceFormatError(f"{where}: input_length/output_length must be ints")
+    if not isinstance(timestamp, int | float):
+        raise TraceFormatError(f"{where}: timestamp must be a number")
+    blocks = len(hash_ids)
+    if not MOONCAKE_BLOCK_TOKENS * (blocks - 1) < input_length <= MOONCAKE_BLOCK_TOKENS * blocks:
+        raise TraceFormatError(
+            f"{where}: input_length {input_length} does not fit {blocks} blocks of {MOONCAKE_BLOCK_TOKENS}")
+    if output_length < 0:
+        raise TraceFormatError(f"{where}: negative output_length {output_length}")
+    n_tokens = _scaled(input_length, tokens_per_block)
+    toks = block_tokens(hash_ids, tokens_per_block)[:n_tokens]
+    return TraceRequest(
+        rid=rid,
+        tokens=array("q", toks.tolist()),
+        output_tokens=_scaled(output_length, tokens_per_block),
+        arrival_ms=float(timestamp),
+    )
+
+
+def iter_mooncake(stream: IO[bytes], *, name: str, tokens_per_block: int, start: int = 0,
+                  count: int | None = None) -> Iterator[TraceRequest]:
+    """Requests ``start .. start+count-1`` of a Mooncake JSONL stream, in file order."""
+    if tokens_per_block < 1 or tokens_per_block > MOONCAKE_BLOCK_TOKENS:
+        raise ValueError(f"tokens_per_block must be in 1..{MOONCAKE_BLOCK_TOKENS}, got {tokens_per_block}")
+    if start < 0 or (count is not None and count < 0):
+        raise ValueError(f"request window start={start} count={count} must be non-negative")
+    index = 0
+    for lineno, raw in enumerate(stream, 1):
+        if not raw.strip():
+            continue
+        if index >= start:
+            if count is not None and index >= start + count:
+                return
+            where = f"{name}:{lineno}"
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise TraceFormatError(f"{where}: invalid JSON ({exc.msg})") from None
+            yield parse_mooncake_record(record, rid=index, tokens_per_block=tokens_per_block, where=where)
+        index += 1
+
+
+def load_mooncake(path: Path | None = None, *, tokens_per_block: int = 16, start: int = 0,
+                  count: int | None = None) -> Trace:
+    """Load a window of a Mooncake trace; ``path=None`` reads the bundled conversation trace."""
+    if path is None:
+        name = f"mooncake_conversation (bundled, {tokens_per_block} tokens/block)"
+        with open_bundled_mooncake() as stream:
+            reqs = list(iter_mooncake(stream, name=BUNDLED_MOONCAKE, tokens_per_block=tokens_per_block,
+                                      start=start, count=count))
+        return Trace(name, reqs, source=f"package:unicache/data/{BUNDLED_MOONCAKE}")
+    with _open(path) as stream:
+        reqs = list(iter_mooncake(stream, name=str(path), tokens_per_block=tokens_per_block,
+                                  start=start, count=count))
+    return Trace(f"{path.name} ({tokens_per_block} tokens/block)", reqs, source=str(path))

@@ -1,0 +1,89 @@
+"""One replayable request and a trace: an ordered list of them with its provenance."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+import torch
+
+
+class TraceFormatError(ValueError):
+    """A trace file or record is malformed; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """A prompt to serve: its tokens, how many tokens to decode, and where it came from.
+
+    ``tokens`` is an ``array('q')`` (8 bytes a token); ``arrival_ms`` is relative to
+    the trace start and only orders requests (replay keeps file order).
+    """
+
+    rid: int
+    tokens: array[int]
+    output_tokens: int = 0
+    arrival_ms: float = 0.0
+    session: int | None = None
+    turn: int | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) == 0:
+            raise TraceFormatError(f"request {self.rid} has no tokens")
+        if self.output_tokens < 0:
+            raise TraceFormatError(f"request {self.rid} has negative output_tokens {self.output_tokens}")
+
+    def token_tensor(self) -> torch.Tensor:
+        """The prompt as an int64 tensor (a copy; the request stays immutable)."""
+        return torch.frombuffer(bytearray(self.tokens.tobytes()), dtype=torch.int64)
+
+
+@dataclass(slots=True)
+class Trace:
+    """Requests in arrival order, plus a description of where they came from."""
+
+    name: str
+    requests: list[TraceRequest]
+    source: str = ""
+    _unique: int | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(len(r.tokens) for r in self.requests)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(r.output_tokens for r in self.requests)
+
+    @property
+    def max_request_tokens(self) -> int:
+        return max((len(r.tokens) + r.output_tokens for r in self.requests), default=0)
+
+    def unique_tokens(self) -> int:
+        """Distinct prompt prefixes counted in tokens (what a tree holding every prompt stores)."""
+        if self._unique is None:
+            self._unique = count_unique_prefix_tokens(self.requests)
+        return self._unique
+
+
+def count_unique_prefix_tokens(requests: list[TraceRequest]) -> int:
+    """Number of distinct (position, prefix) pairs over all prompts.
+
+    Two independent position-aware additive hashes identify each prefix; a
+    collision would need both 32-bit-per-token sums to agree.
+    """
+    from unicache.engine.reference import mix32
+
+    if not requests:
+        return 0
+    keys: list[torch.Tensor] = []
+    for req in requests:
+        toks = req.token_tensor()
+        pos = torch.arange(toks.shape[0], dtype=torch.int64)
+        a = torch.cumsum(mix32(mix32(toks) ^ mix32(pos)), 0)
+        b = torch.cumsum(mix32(mix32(toks ^ 0x5BD1E995) ^ mix32(pos ^ 0x27D4EB2F)), 0)
+        keys.append(torch.stack([a, b], 1))
+    return int(torch.unique(torch.cat(keys), dim=0).shape[0])
