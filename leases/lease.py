@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
-from typing import TYPE_CHECKING, Generic, TypeVar, cast, final
+from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 from leases.errors import (
     DoubleReleaseError,
@@ -49,7 +48,6 @@ class Lease(Generic[C, S]):
         "ledger",
         "outcome",
         "_pins",
-        "_ref",
         "__weakref__",
     )
 
@@ -60,8 +58,7 @@ class Lease(Generic[C, S]):
     site: str | None
     ledger: LeaseLedger
     outcome: Settle | None
-    _pins: list[PinSet[C]] | None
-    _ref: weakref.ref[Lease[C, S]]
+    _pins: tuple[PinSet[C], ...] | None
 
     def __init__(self) -> None:
         raise TypeError("leases are issued by LeaseLedger.acquire(), not constructed")
@@ -142,10 +139,9 @@ class Lease(Generic[C, S]):
                         refs.pop(lease_id, None)
                 self._pins = None
             del ledger._live[lease_id]
-            ledger.released += 1
             self.outcome = _RELEASED
             if ledger._log is not None:
-                ledger._log_lease(ledger.EVENT_RELEASE, self, ())
+                ledger._log_lease(ledger.EVENT_RELEASE, self, pins or ())
         elif outcome is _REVOKED:
             self.outcome = _STALE
             ledger.stale += 1
@@ -157,9 +153,12 @@ class Lease(Generic[C, S]):
                 f"a lease is released exactly once",
                 lease=self.info(),
             )
-        return cast("Lease[C, Released]", self)
+        return self  # type: ignore[return-value]  # the phantom state changes, the object does not
 
     def __del__(self) -> None:
-        outcome = getattr(self, "outcome", _RELEASED)
+        try:
+            outcome = self.outcome
+        except AttributeError:  # never issued: `Lease()` raised in __init__
+            return
         if (outcome is None or outcome is _REVOKED) and not sys.is_finalizing():
             self.ledger._on_leak(self)

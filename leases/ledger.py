@@ -45,11 +45,13 @@ def remove_leak_listener(listener: Callable[[LeaseInfo], None]) -> None:
 class _PendingLeak(NamedTuple):
     info: LeaseInfo
     lease_id: int
-    pins: list[PinSet[Any]] | None
+    pins: tuple[PinSet[Any], ...] | None
     was_revoked: bool
 
 
-_Record = tuple[int, int, EventKind, "int | None", "str | None", "str | None", int,
+# (seq, step, kind, lease id, component (class or name), owner, generation,
+#  pin sets or node ids, ticket, detail): built cheaply, decoded by events().
+_Record = tuple[int, int, EventKind, "int | None", "type[Any] | str | None", "str | None", int,
                 tuple[object, ...], "int | None", str]
 
 
@@ -92,8 +94,6 @@ class LeaseLedger:
         self.history = history
         self.epoch = 0
         self.step = 0
-        self.acquired = 0
-        self.released = 0
         self.revoked = 0
         self.stale = 0
         self._leaked = 0
@@ -145,15 +145,6 @@ class LeaseLedger:
             raise self._wrong_thread("acquire")
         if self._pending_leaks:
             self._drain_leaks()
-        if pins:
-            if not isinstance(pins, (list, tuple)):
-                pins = tuple(pins)
-            for p in pins:
-                if p.component is not component:
-                    raise ComponentMismatchError(
-                        f"ledger {self.name!r}: a {component.__name__} lease for owner "
-                        f"{str(owner)!r} cannot pin {p!r}, a pin set of {p.component.__name__}"
-                    )
         lease: Lease[C, Held] = _new_lease(Lease)
         lease_id = self._next_id
         self._next_id = lease_id + 1
@@ -161,25 +152,46 @@ class LeaseLedger:
         lease.generation = self.epoch
         lease.component = component
         lease.owner = owner
-        lease.site = _site(stacklevel + 1) if self.debug else None
+        lease.site = _site(stacklevel) if self.debug else None
         lease.ledger = self
         lease.outcome = None
-        ref = _weakref(lease)
-        lease._ref = ref
-        self._live[lease_id] = ref
-        self.acquired += 1
+        ref = self._live[lease_id] = _weakref(lease)
+        pinned: tuple[PinSet[C], ...] = ()
         if pins:
-            for p in pins:
+            pinned = pins if type(pins) is tuple else tuple(pins)
+            for p in pinned:
+                if p.component is not component:
+                    self._abandon(lease, pinned, p)
                 refs = p._refs
                 if refs is None:
                     p._refs = refs = {}
                 refs[lease_id] = ref
-            lease._pins = list(pins)
+            lease._pins = pinned
         else:
             lease._pins = None
         if self._log is not None:
-            self._log_lease(EventKind.ACQUIRE, lease, pins)
+            self._log_lease(EventKind.ACQUIRE, lease, pinned)
         return lease
+
+    def _abandon(
+        self, lease: Lease[Any, Held], pins: tuple[PinSet[Any], ...], bad: PinSet[Any]
+    ) -> None:
+        """Undo a half-done acquire whose pins included a set of another component.
+
+        The lease never left `acquire`, so its id is handed out again.
+        """
+        for p in pins:
+            if p is bad:
+                break
+            if p._refs is not None:
+                p._refs.pop(lease.id, None)
+        del self._live[lease.id]
+        self._next_id -= 1
+        lease.outcome = Settle.RELEASED
+        raise ComponentMismatchError(
+            f"ledger {self.name!r}: a {lease.component.__name__} lease for owner "
+            f"{str(lease.owner)!r} cannot pin {bad!r}, a pin set of {bad.component.__name__}"
+        )
 
     def settle(self, lease: Lease[C, Held]) -> Settle:
         """Release `lease` through this ledger, refusing one it did not issue.
@@ -211,11 +223,8 @@ class LeaseLedger:
             pins._refs = refs = {}
         if lease.id in refs:
             return
-        refs[lease.id] = lease._ref
-        if lease._pins is None:
-            lease._pins = [pins]
-        else:
-            lease._pins.append(pins)
+        refs[lease.id] = self._live[lease.id]
+        lease._pins = (pins,) if lease._pins is None else lease._pins + (pins,)
         if self._log is not None:
             self._log_lease(EventKind.PIN, lease, (pins,))
 
@@ -226,7 +235,7 @@ class LeaseLedger:
         if refs is None or refs.pop(lease.id, None) is None:
             return
         if lease._pins is not None:
-            lease._pins = [p for p in lease._pins if p is not pins] or None
+            lease._pins = tuple(p for p in lease._pins if p is not pins) or None
         if self._log is not None:
             self._log_lease(EventKind.UNPIN, lease, (pins,))
 
@@ -290,6 +299,16 @@ class LeaseLedger:
         ref = self._live.get(lease_id)
         lease = ref() if ref is not None else None
         return lease if lease is not None and lease.outcome is None else None
+
+    @property
+    def acquired(self) -> int:
+        """Leases issued so far (ids are never reused, so this is the last id)."""
+        return self._next_id - 1
+
+    @property
+    def released(self) -> int:
+        """Leases released while current (derived from the other counters)."""
+        return self.acquired - self.live_count - self.revoked - self.leaked_while_held
 
     @property
     def live_count(self) -> int:
@@ -372,16 +391,16 @@ class LeaseLedger:
                 )
 
     def _log_lease(
-        self, kind: EventKind, lease: Lease[Any, Any], pins: Sequence[PinSet[Any]] | Iterable[PinSet[Any]]
+        self, kind: EventKind, lease: Lease[Any, Any], pins: tuple[PinSet[Any], ...]
     ) -> None:
         log = self._log
         assert log is not None
         self._seq += 1
         owner = lease.owner
         log.append(
-            (self._seq, self.step, kind, lease.id, lease.component.__name__,
+            (self._seq, self.step, kind, lease.id, lease.component,
              owner if type(owner) is str else str(owner), lease.generation,
-             tuple(p.holder for p in pins) if pins else (), None, "")
+             pins or (), None, "")
         )
 
     def record(
@@ -413,7 +432,14 @@ class LeaseLedger:
         records = list(log)
         if last is not None:
             records = records[-last:] if last > 0 else []
-        return [LeaseEvent(*r) for r in records]
+        return [
+            LeaseEvent(seq, step, kind, lease_id,
+                       component if component is None or isinstance(component, str)
+                       else component.__name__,
+                       owner, generation, _holders(nodes), ticket, detail)
+            for (seq, step, kind, lease_id, component, owner, generation, nodes, ticket, detail)
+            in records
+        ]
 
     def counters(self) -> dict[str, int]:
         """Every counter, by name."""
@@ -426,6 +452,11 @@ class LeaseLedger:
             "live": self.live_count,
             "epoch": self.epoch,
         }
+
+
+def _holders(nodes: tuple[object, ...]) -> tuple[object, ...]:
+    """Pin sets stored by lease events become their holders; engine nodes stay as given."""
+    return tuple(n.holder if isinstance(n, PinSet) else n for n in nodes)
 
 
 def _site(stacklevel: int) -> str:

@@ -1,0 +1,79 @@
+"""@linear / @consumes: a consumed instance refuses a second consumption."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from leases import DoubleReleaseError, consumed_by, consumes, is_linear, linear
+
+
+@linear
+class Ticket:
+    def __init__(self, ticket_id: int) -> None:
+        self.ticket_id = ticket_id
+
+    def __repr__(self) -> str:
+        return f"<Ticket #{self.ticket_id}>"
+
+    @consumes
+    def settle(self) -> int:
+        return self.ticket_id
+
+
+@linear
+@dataclass(slots=True)
+class Receipt:
+    request: str
+
+    @consumes
+    def unlock(self, why: str) -> str:
+        if why == "boom":
+            raise RuntimeError("boom")
+        return f"{self.request}:{why}"
+
+
+@linear
+class Slotted:
+    __slots__ = ("x",)
+
+    def __init__(self) -> None:
+        self.x = 1
+
+    @consumes
+    def close(self) -> None:
+        pass
+
+
+def test_second_consumption_raises_naming_the_object() -> None:
+    t = Ticket(7)
+    assert consumed_by(t) is None and is_linear(t)
+    assert t.settle() == 7
+    assert consumed_by(t) == "settle"
+    with pytest.raises(DoubleReleaseError, match=r"<Ticket #7> was already consumed by settle\(\)"):
+        t.settle()
+
+
+def test_slotted_dataclass_gets_a_flag_slot() -> None:
+    r = Receipt("req-1")
+    assert r.unlock("done") == "req-1:done"
+    with pytest.raises(DoubleReleaseError):
+        r.unlock("again")
+    assert not hasattr(r, "__dict__")
+
+
+def test_plain_slotted_class() -> None:
+    s = Slotted()
+    s.close()
+    with pytest.raises(DoubleReleaseError):
+        s.close()
+    assert Slotted.__qualname__ == "Slotted"
+
+
+def test_a_raising_consumer_leaves_the_instance_live() -> None:
+    r = Receipt("req-2")
+    with pytest.raises(RuntimeError):
+        r.unlock("boom")
+    assert consumed_by(r) is None
+    assert r.unlock("ok") == "req-2:ok"

@@ -1,0 +1,65 @@
+"""PinSet: weak, per-component, lazily allocated, iteration-safe."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from leases import ComponentMismatchError, LeaseLedger, PinSet
+from tests.leases.markers import Full, Mamba
+
+
+def test_storage_is_allocated_on_first_pin(ledger: LeaseLedger) -> None:
+    pins = PinSet(Full)
+    assert not pins and len(pins) == 0 and list(pins) == []
+    lease = ledger.acquire(Full, owner="x", pins=[pins])
+    assert bool(pins) and len(pins) == 1
+    lease.release()
+
+
+def test_many_leases_of_one_component_pin_one_holder(ledger: LeaseLedger) -> None:
+    pins = PinSet(Full, holder=12)
+    leases = [ledger.acquire(Full, owner=f"load-back #{i}", pins=[pins]) for i in range(5)]
+    assert len(pins) == 5 and pins.ids() == [lease.id for lease in leases]
+    for lease in leases:
+        lease.release()
+    assert len(pins) == 0
+
+
+def test_wrong_component_is_refused_and_rolled_back(ledger: LeaseLedger) -> None:
+    full, mamba = PinSet(Full), PinSet(Mamba)
+    with pytest.raises(ComponentMismatchError, match="Mamba"):
+        ledger.acquire(Full, owner="x", pins=[full, mamba])  # type: ignore[list-item]
+    assert len(full) == 0 and ledger.live_count == 0 and ledger.acquired == 0
+    lease = ledger.acquire(Mamba, owner="y", pins=[mamba])
+    with pytest.raises(ComponentMismatchError):
+        ledger.pin(lease, full)  # type: ignore[misc]
+    lease.release()
+
+
+def test_iteration_is_safe_while_releasing(ledger: LeaseLedger) -> None:
+    pins = PinSet(Full)
+    leases = [ledger.acquire(Full, owner=str(i), pins=[pins]) for i in range(10)]
+    seen = 0
+    for lease in pins:
+        lease.release()
+        seen += 1
+    assert seen == 10 and len(pins) == 0
+    del leases
+
+
+def test_pin_and_unpin_after_acquire(ledger: LeaseLedger) -> None:
+    a, b = PinSet(Full, holder="a"), PinSet(Full, holder="b")
+    lease = ledger.acquire(Full, owner="x", pins=[a])
+    ledger.pin(lease, b)
+    ledger.pin(lease, b)
+    assert lease in a and lease in b and lease.pin_count == 2
+    ledger.unpin(lease, a)
+    assert lease not in a and lease in b
+    lease.release()
+    assert lease not in b
+
+
+def test_unpinned_pin_set_is_small() -> None:
+    assert sys.getsizeof(PinSet(Full)) <= 64
