@@ -4,6 +4,7 @@ Engine-agnostic: imports neither torch nor unicache. See DESIGN §3 and the
 README for the ownership rules `leasecheck` enforces statically.
 """
 
+from leases.borrow import Borrowed
 from leases.errors import (
     ComponentMismatchError,
     DoubleReleaseError,
@@ -23,6 +24,7 @@ from leases.pinset import PinSet
 from leases.state import Held, Released, Settle
 
 __all__ = [
+    "Borrowed",
     "ComponentMismatchError",
     "DoubleReleaseError",
     "EventKind",

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from leases.borrow import Borrowed
 from leases.errors import (
     ComponentMismatchError,
     ForeignLeaseError,
@@ -174,7 +175,7 @@ class LeaseLedger:
         return lease
 
     def _abandon(
-        self, lease: Lease[Any, Held], pins: tuple[PinSet[Any], ...], bad: PinSet[Any]
+        self, lease: Borrowed[Lease[Any, Held]], pins: tuple[PinSet[Any], ...], bad: PinSet[Any]
     ) -> None:
         """Undo a half-done acquire whose pins included a set of another component.
 
@@ -193,7 +194,7 @@ class LeaseLedger:
             f"{str(lease.owner)!r} cannot pin {bad!r}, a pin set of {bad.component.__name__}"
         )
 
-    def settle(self, lease: Lease[C, Held]) -> Settle:
+    def settle(self, lease: Lease[C, Held]) -> Settle:  # lease: ignore[lease-leak]
         """Release `lease` through this ledger, refusing one it did not issue.
 
         Returns `Settle.RELEASED`, or `Settle.STALE` when the lease had been
@@ -209,7 +210,7 @@ class LeaseLedger:
         assert outcome is not None
         return outcome
 
-    def pin(self, lease: Lease[C, Held], pins: PinSet[C]) -> None:
+    def pin(self, lease: Borrowed[Lease[C, Held]], pins: PinSet[C]) -> None:
         """Add a held, current lease of this ledger to one more pin set (idempotent)."""
         self._check_usable(lease, "pin")
         if pins.component is not lease.component:
@@ -228,7 +229,7 @@ class LeaseLedger:
         if self._log is not None:
             self._log_lease(EventKind.PIN, lease, (pins,))
 
-    def unpin(self, lease: Lease[C, Held], pins: PinSet[C]) -> None:
+    def unpin(self, lease: Borrowed[Lease[C, Held]], pins: PinSet[C]) -> None:
         """Take a held lease out of one pin set without releasing it (no-op if absent)."""
         self._check_usable(lease, "unpin")
         refs = pins._refs
@@ -239,7 +240,7 @@ class LeaseLedger:
         if self._log is not None:
             self._log_lease(EventKind.UNPIN, lease, (pins,))
 
-    def _check_usable(self, lease: Lease[Any, Held], what: str) -> None:
+    def _check_usable(self, lease: Borrowed[Lease[Any, Held]], what: str) -> None:
         if _get_ident() != self._thread_id:
             raise self._wrong_thread(what)
         if lease.ledger is not self:
@@ -294,7 +295,7 @@ class LeaseLedger:
             if (lease := ref()) is not None and lease.outcome is None
         ]
 
-    def get(self, lease_id: int) -> Lease[Any, Held] | None:
+    def get(self, lease_id: int) -> Borrowed[Lease[Any, Held]] | None:
         """The live lease with this id, or None."""
         ref = self._live.get(lease_id)
         lease = ref() if ref is not None else None

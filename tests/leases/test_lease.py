@@ -27,9 +27,10 @@ def test_acquire_sets_identity_and_pins(ledger: LeaseLedger, full_pins: PinSet[F
     assert lease.held and lease.outcome is None
     assert lease.site is not None and "test_lease.py" in lease.site
     assert "test_acquire_sets_identity_and_pins" in lease.site
+    lease_id = lease.id
     done = lease.release()
-    assert id(done) == id(lease) and done.outcome is Settle.RELEASED
-    assert lease not in full_pins and len(full_pins) == 0
+    assert done.id == lease_id and done.outcome is Settle.RELEASED
+    assert done not in full_pins and len(full_pins) == 0
 
 
 def test_ids_are_unique_and_never_reused(ledger: LeaseLedger) -> None:
@@ -47,19 +48,20 @@ def test_ids_are_unique_and_never_reused(ledger: LeaseLedger) -> None:
 
 def test_double_release_raises_naming_the_lease(ledger: LeaseLedger) -> None:
     lease = ledger.acquire(Full, owner="req-3")
+    lease_id = lease.id
     lease.release()
     with pytest.raises(DoubleReleaseError) as err:
-        lease.release()
+        lease.release()  # lease: ignore[lease-double-release]
     msg = str(err.value)
-    for part in (f"lease #{lease.id}", "Full", "req-3", "generation 0", "'test'", "acquired at"):
+    for part in (f"lease #{lease_id}", "Full", "req-3", "generation 0", "'test'", "acquired at"):
         assert part in msg
-    assert err.value.lease is not None and err.value.lease.id == lease.id
+    assert err.value.lease is not None and err.value.lease.id == lease_id
     assert ledger.released == 1
 
 
 def test_leases_cannot_be_constructed_directly() -> None:
     with pytest.raises(TypeError, match="LeaseLedger.acquire"):
-        Lease()
+        Lease()  # lease: ignore[lease-discarded]
 
 
 def test_lease_is_weakly_referenceable(ledger: LeaseLedger) -> None:
@@ -98,5 +100,5 @@ def test_repr_and_describe(ledger: LeaseLedger) -> None:
     lease = ledger.acquire(Full, owner="lock #2")
     assert repr(lease).startswith(f"<Lease #{lease.id} Full gen=0 owner='lock #2' held")
     assert "ledger 'test'" in lease.describe()
-    lease.release()
-    assert "released" in repr(lease)
+    done = lease.release()
+    assert "released" in repr(done)

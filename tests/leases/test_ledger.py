@@ -68,8 +68,9 @@ def test_live_registry_and_lookup(ledger: LeaseLedger) -> None:
     a = ledger.acquire(Full, owner="a")
     b = ledger.acquire(Mamba, owner="b")
     assert ledger.live() == [a, b] and ledger.get(b.id) is b and ledger.get(999) is None
+    a_id = a.id
     a.release()
-    assert ledger.live() == [b] and ledger.get(a.id) is None
+    assert ledger.live() == [b] and ledger.get(a_id) is None
     b.release()
 
 
@@ -109,7 +110,7 @@ def test_leak_leaves_pins_and_is_recorded_with_site() -> None:
     led = LeaseLedger("leaky", debug=True)
     pins = PinSet(Full, holder=5)
     with pytest.warns(ResourceWarning, match="leaked"):
-        led.acquire(Full, owner="forgotten", pins=[pins])
+        led.acquire(Full, owner="forgotten", pins=[pins])  # lease: ignore[lease-discarded]
         gc.collect()
     assert len(pins) == 0 and list(pins) == []
     assert led.leaked == 1 and led.live_count == 0
@@ -119,7 +120,7 @@ def test_leak_leaves_pins_and_is_recorded_with_site() -> None:
     assert [e.kind for e in led.events()][-1] is EventKind.LEAK
     strict = LeaseLedger("strict", strict=True, debug=True)
     with pytest.warns(ResourceWarning):
-        strict.acquire(Mamba, owner="lost")
+        strict.acquire(Mamba, owner="lost")  # lease: ignore[lease-discarded]
         gc.collect()
     with pytest.raises(LeaseLeakError) as err:
         strict.check()
@@ -133,6 +134,6 @@ def test_dropping_a_revoked_lease_is_a_leak() -> None:
     lease = led.acquire(Full, owner="x")
     led.advance_epoch()
     with pytest.warns(ResourceWarning):
-        del lease
+        del lease  # lease: ignore[lease-leak]
         gc.collect()
     assert led.leaked == 1 and led.leaked_while_held == 0 and led.released == 0

@@ -41,17 +41,19 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
         lease, _ = self.held.pop(data.draw(st.integers(0, len(self.held) - 1)))
-        assert lease.release().outcome is Settle.RELEASED
+        done = lease.release()
+        assert done.outcome is Settle.RELEASED
         self.expect["released"] += 1
-        self.done.append(lease)
+        self.done.append(done)
 
     @precondition(lambda self: self.revoked_unreleased)
     @rule()
     def release_revoked(self) -> None:
         lease = self.revoked_unreleased.pop()
-        assert lease.release().outcome is Settle.STALE
+        done = lease.release()
+        assert done.outcome is Settle.STALE
         self.expect["stale"] += 1
-        self.done.append(lease)
+        self.done.append(done)
 
     @precondition(lambda self: self.done)
     @rule(data=st.data())

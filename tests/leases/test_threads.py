@@ -100,4 +100,4 @@ def test_bind_thread_moves_ownership() -> None:
 
     assert _run(worker) == [] and result == [1]
     with pytest.raises(WrongThreadError):
-        led.acquire(Full, owner="main")
+        led.acquire(Full, owner="main")  # lease: ignore[lease-discarded]
