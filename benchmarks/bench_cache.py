@@ -1,0 +1,326 @@
+"""Mean cost of the cache's hot operations at tree depths 8 and 64, each beside a same-run baseline.
+
+Run: `.venv/bin/python benchmarks/bench_cache.py [--iters N] [--repeats R] [--json PATH]`.
+
+Every operation runs on a path of `depth` nodes (16 tokens each, page size 1,
+Full-only, immediate engine without byte copies, so bookkeeping is what is
+timed). Baselines do the same tree work with plain ints instead of leases and
+pin sets (the bookkeeping style of the peers), in the same process:
+
+- match:       `UniCache.match_prefix`       vs the bare radix walk + touch loop
+- insert:      alloc + `insert` of one leaf   vs bare walk + add_leaf + allocator
+- lock+unlock: receipt with per-component leases vs int lock_ref walk up the path
+- evict:       `evict_device` of one leaf     vs heap pop + demote with int pin checks
+- load-back+ack: `load_back` + `poll` + `result` of the evicted leaf (its demotion
+               untimed) vs int-pinned chain walk, allocation, publish and unpin
+- bytes/node:  tracemalloc per node, cache tree vs a bare radix tree; and the
+               extra bytes of a pinned node (a PinSet holding one lease)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import json
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+from unicache import CacheConfig, Full, ImmediateEngine, UniCache
+from unicache.pools.allocator import SlotAllocator
+from unicache.tree import Node, RadixTree
+
+EDGE = 16
+
+
+def _tokens(depth: int, tail: int = 0) -> list[int]:
+    return list(range(1, depth * EDGE + 1)) + [100_000 + tail] * (EDGE if tail else 0)
+
+
+def _cache(depth: int, iters: int, policy: str = "write_back") -> UniCache:
+    cfg = CacheConfig(
+        device_tokens=(depth + iters + 8) * EDGE,
+        host_ratio=2.0,
+        write_policy=policy,  # type: ignore[arg-type]
+        device="cpu",
+        kv_width=1,
+        history=0,
+    )
+    cache = UniCache(cfg, ImmediateEngine(copy=False))
+    toks = _tokens(depth)
+    for i in range(1, depth + 1):
+        n = i * EDGE
+        pages = cache.alloc_device(Full, EDGE)
+        assert pages is not None
+        cache.insert(toks[:n], pages, start=n - EDGE)
+    return cache
+
+
+def _bare(depth: int) -> tuple[RadixTree, SlotAllocator, list[int]]:
+    tree = RadixTree(1)
+    alloc = SlotAllocator("bare", (depth + 100_000) * EDGE)
+    toks = _tokens(depth)
+    node = tree.root
+    for i in range(depth):
+        node = tree.add_leaf(node, tuple(toks[i * EDGE : (i + 1) * EDGE]))
+        node.dev_full = alloc.alloc(EDGE)
+    return tree, alloc, toks
+
+
+def _time(fn: Callable[[int], None], iters: int, repeats: int) -> float:
+    """Median over `repeats` of the mean ns per call of fn(i) for i in range(iters)."""
+    means = []
+    for _ in range(repeats):
+        gc.collect()
+        gc.disable()
+        t0 = time.process_time_ns()
+        for i in range(iters):
+            fn(i)
+        means.append((time.process_time_ns() - t0) / iters)
+        gc.enable()
+    return statistics.median(means)
+
+
+def _time_split(
+    setup: Callable[[], None], fn: Callable[[], None], iters: int, repeats: int
+) -> float:
+    """Like `_time`, but only `fn` is timed; `setup` runs untimed before each call."""
+    means = []
+    clock = time.process_time_ns
+    for _ in range(repeats):
+        gc.collect()
+        gc.disable()
+        total = 0
+        for _ in range(iters):
+            setup()
+            t0 = clock()
+            fn()
+            total += clock() - t0
+        means.append(total / iters)
+        gc.enable()
+    return statistics.median(means)
+
+
+def bench_match(depth: int, iters: int, repeats: int) -> tuple[float, float]:
+    cache = _cache(depth, 0)
+    toks = tuple(_tokens(depth))
+    tree, _, _ = _bare(depth)
+    n = len(toks)
+    clock = [0]
+
+    def ours(_: int) -> None:
+        cache.match_prefix(toks)
+
+    def base(_: int) -> None:
+        path = tree.walk(toks, n)[2]
+        clock[0] += 1
+        c = clock[0]
+        for x in path:
+            x.last_access = c
+            x.hits += 1
+
+    return _time(ours, iters, repeats), _time(base, iters, repeats)
+
+
+def bench_lock(depth: int, iters: int, repeats: int) -> tuple[float, float]:
+    cache = _cache(depth, 0)
+    node = cache.match_prefix(_tokens(depth)).device_node
+    tree, _, toks = _bare(depth)
+    leaf = tree.walk(tuple(toks), len(toks))[0]
+
+    def ours(_: int) -> None:
+        cache.unlock(cache.lock(node))
+
+    def base(_: int) -> None:
+        x: Node | None = leaf
+        locked = []
+        while x is not None and x.parent is not None:
+            x.backing += 1
+            locked.append(x)
+            x = x.parent
+        for y in locked:
+            assert y.backing > 0
+            y.backing -= 1
+
+    return _time(ours, iters, repeats), _time(base, iters, repeats)
+
+
+def bench_insert(depth: int, iters: int, repeats: int) -> tuple[float, float]:
+    total = iters * repeats
+    cache = _cache(depth, total)
+    tree, alloc, _ = _bare(depth)
+    seqs = [_tokens(depth, i + 1) for i in range(total)]
+    tups = [tuple(s) for s in seqs]
+    start = depth * EDGE
+    n = len(seqs[0])
+    k = [0, 0]
+
+    def ours(_: int) -> None:
+        s = seqs[k[0]]
+        k[0] += 1
+        pages = cache.alloc_device(Full, EDGE)
+        assert pages is not None
+        cache.insert(s, pages, start=start)
+
+    def base(_: int) -> None:
+        t = tups[k[1]]
+        k[1] += 1
+        node, pos, _path = tree.walk(t, n)
+        leaf = tree.add_leaf(node, t[pos:])
+        leaf.dev_full = alloc.alloc(EDGE)
+
+    return _time(ours, iters, repeats), _time(base, iters, repeats)
+
+
+def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
+    total = iters * repeats
+    cache = _cache(depth, total)
+    start = depth * EDGE
+    for i in range(total):
+        pages = cache.alloc_device(Full, EDGE)
+        assert pages is not None
+        res = cache.insert(_tokens(depth, i + 1), pages, start=start)
+        cache.backup(res.node)
+    cache.poll()
+    tree, alloc, toks = _bare(depth)
+    bottom = tree.walk(tuple(toks), len(toks))[0]
+    heap: list[tuple[int, int, Node]] = []
+    for i in range(total):
+        leaf = tree.add_leaf(bottom, (100_000 + i + 1,) * EDGE)
+        leaf.dev_full = alloc.alloc(EDGE)
+        leaf.host_full = []
+        leaf.last_access = i
+        heap.append((i, leaf.id, leaf))
+    heapq.heapify(heap)
+
+    def ours(_: int) -> None:
+        cache.evict_device(Full, EDGE)
+
+    def base(_: int) -> None:
+        while heap:
+            x = heapq.heappop(heap)[2]
+            if x.backing or x.dev_full is None or x.host_full is None:
+                continue
+            alloc.free(x.dev_full)
+            x.dev_full = None
+            return
+
+    return _time(ours, iters, repeats), _time(base, iters, repeats)
+
+
+def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]:
+    cache = _cache(depth, 0)
+    toks = _tokens(depth)
+    leaf = cache.match_prefix(toks).device_node
+    cache.backup(leaf)
+    cache.poll()
+    tree, alloc, btoks = _bare(depth)
+    bleaf = tree.walk(tuple(btoks), len(btoks))[0]
+    bleaf.host_full = list(range(EDGE))
+
+    def evict() -> None:
+        assert cache.evict_device(Full, EDGE) == EDGE
+
+    def ours() -> None:
+        t = cache.load_back(leaf)
+        assert t is not None
+        cache.poll()
+        t.result()
+
+    def demote() -> None:
+        pages = bleaf.dev_full
+        assert pages is not None
+        alloc.free(pages)
+        bleaf.dev_full = None
+
+    def base() -> None:
+        chain: list[Node] = []
+        x: Node | None = bleaf
+        while x is not None and x.dev_full is None:
+            chain.append(x)
+            x = x.parent
+        src: list[int] = []
+        for y in chain:
+            y.backing += 1
+            assert y.host_full is not None
+            src += y.host_full
+        dst = alloc.alloc(len(src))
+        assert dst is not None
+        for y in chain:
+            y.dev_full = dst
+            y.backing -= 1
+
+    return (
+        _time_split(evict, ours, iters, repeats),
+        _time_split(demote, base, iters, repeats),
+    )
+
+
+def bytes_per_node(nodes: int) -> dict[str, float]:
+    cfg = CacheConfig(device_tokens=(nodes + 1) * EDGE, device="cpu", kv_width=1, history=0)
+    cache = UniCache(cfg, ImmediateEngine(copy=False))
+    seqs = [[i + 1] * EDGE for i in range(nodes)]
+    pages = [cache.alloc_device(Full, EDGE) for _ in range(nodes)]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for s, p in zip(seqs, pages):
+        assert p is not None
+        cache.insert(s, p)
+    ours = (tracemalloc.get_traced_memory()[0] - before) / nodes
+    tree = RadixTree(1)
+    plain = [list(range(EDGE)) for _ in range(nodes)]
+    before = tracemalloc.get_traced_memory()[0]
+    for s, p in zip(seqs, plain):
+        leaf = tree.add_leaf(tree.root, tuple(s))
+        leaf.dev_full = p
+    bare = (tracemalloc.get_traced_memory()[0] - before) / nodes
+    leaves = [cache.match_prefix(s).device_node for s in seqs]
+    before = tracemalloc.get_traced_memory()[0]
+    receipts = [cache.lock(x) for x in leaves]
+    pinned = (tracemalloc.get_traced_memory()[0] - before) / nodes
+    tracemalloc.stop()
+    for r in receipts:
+        cache.unlock(r)
+    return {"node": ours, "bare_node": bare, "lock_with_new_pinset": pinned}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", type=str, default=None)
+    args = ap.parse_args()
+    benches: list[tuple[str, Callable[[int, int, int], tuple[float, float]]]] = [
+        ("match", bench_match),
+        ("insert", bench_insert),
+        ("lock+unlock", bench_lock),
+        ("evict", bench_evict),
+        ("load-back+ack", bench_load_back),
+    ]
+    table = Table(title="unicache core: mean ns per op (median of repeats)")
+    for col in ("op", "depth", "unicache ns", "baseline ns", "ratio"):
+        table.add_column(col, justify="right" if col != "op" else "left")
+    results: list[dict[str, object]] = []
+    for name, fn in benches:
+        for depth in (8, 64):
+            ours, base = fn(depth, args.iters, args.repeats)
+            table.add_row(name, str(depth), f"{ours:,.0f}", f"{base:,.0f}", f"{ours / base:.2f}x")
+            results.append({"op": name, "depth": depth, "ns": ours, "baseline_ns": base})
+    mem = bytes_per_node(2000)
+    table.add_row("bytes/node", "-", f"{mem['node']:,.0f}", f"{mem['bare_node']:,.0f}",
+                  f"{mem['node'] / mem['bare_node']:.2f}x")
+    table.add_row("bytes/lock (first pin)", "-", f"{mem['lock_with_new_pinset']:,.0f}", "-", "-")
+    Console().print(table)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "memory": mem}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

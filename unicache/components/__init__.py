@@ -1,0 +1,27 @@
+"""Component markers and the per-component residency rules."""
+
+from unicache.components.markers import (
+    COMPONENTS,
+    FULL,
+    MAMBA,
+    SWA_IDX,
+    SWA,
+    Component,
+    Full,
+    Mamba,
+    component_index,
+    component_name,
+)
+
+__all__ = [
+    "COMPONENTS",
+    "FULL",
+    "MAMBA",
+    "SWA",
+    "SWA_IDX",
+    "Component",
+    "Full",
+    "Mamba",
+    "component_index",
+    "component_name",
+]

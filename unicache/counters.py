@@ -1,0 +1,58 @@
+"""`CacheCounters`: monotonic event counts of one cache (lease counts live on the ledger)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class CacheCounters:
+    """Plain ints, bumped on the hot paths; `as_dict()` for reports."""
+
+    matches: int = 0
+    match_tokens: int = 0
+    device_hit_tokens: int = 0
+    host_hit_tokens: int = 0
+    inserts: int = 0
+    inserted_tokens: int = 0
+    unevicted_tokens: int = 0
+    duplicate_pages_freed: int = 0
+    prefix_missing: int = 0
+    locks: int = 0
+    load_backs: int = 0
+    load_backs_noop: int = 0
+    load_backs_refused: int = 0
+    load_back_full_tokens: int = 0
+    load_back_swa_tokens: int = 0
+    load_back_mamba: int = 0
+    load_backs_failed: int = 0
+    load_back_duplicate_pages: int = 0
+    backups: int = 0
+    backup_pages: int = 0
+    backups_refused: int = 0
+    backups_failed: int = 0
+    device_evictions: int = 0
+    full_pages_evicted: int = 0
+    swa_pages_evicted: int = 0
+    mamba_evicted: int = 0
+    demotions: int = 0
+    aux_lost: int = 0
+    dropped_nodes: int = 0
+    host_evictions: int = 0
+    host_pages_evicted: int = 0
+    reclaimed_pages: int = 0
+    evict_blocked: int = 0
+    reclaim_blocked: int = 0
+    mamba_skipped: int = 0
+    mamba_duplicates: int = 0
+    acks: int = 0
+    stale_acks: int = 0
+    duplicate_acks: int = 0
+    failed_acks: int = 0
+    resets: int = 0
+    quarantined_slots: int = 0
+    splits: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

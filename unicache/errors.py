@@ -1,0 +1,105 @@
+"""Typed errors of the cache; each names the ids involved and keeps them as attributes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from leases import ForeignLeaseError
+
+if TYPE_CHECKING:
+    from unicache.sanity import SanityReport
+
+
+def _ids(slots: Sequence[int], limit: int = 16) -> str:
+    shown = ", ".join(str(s) for s in list(slots)[:limit])
+    return f"[{shown}{', ...' if len(slots) > limit else ''}]"
+
+
+class CacheError(Exception):
+    """Base of every error the cache raises itself."""
+
+
+class ConfigError(CacheError, ValueError):
+    """A `CacheConfig` field is missing, out of range or inconsistent with another."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"config field {field!r}: {message}")
+        self.field = field
+
+
+class InvalidArgumentError(CacheError, ValueError):
+    """An operation got arguments it cannot act on (lengths, alignment, components)."""
+
+
+class UnknownNodeError(CacheError, KeyError):
+    """A node handle that is not a live node of this cache (removed, reset, or foreign)."""
+
+    def __init__(self, node_id: int, why: str) -> None:
+        super().__init__(f"node {node_id}: {why}")
+        self.node_id = node_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnknownTicketError(CacheError, KeyError):
+    """An ack names a ticket id or generation this cache never issued."""
+
+    def __init__(self, ticket_id: int, generation: int, why: str) -> None:
+        super().__init__(f"ticket {ticket_id} (generation {generation}): {why}")
+        self.ticket_id = ticket_id
+        self.generation = generation
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TicketPendingError(CacheError):
+    """A ticket's result was asked for before its copy was acked."""
+
+    def __init__(self, ticket_id: int, generation: int) -> None:
+        super().__init__(
+            f"ticket {ticket_id} (generation {generation}) is still in flight; "
+            f"poll the cache until its ack settles it"
+        )
+        self.ticket_id = ticket_id
+        self.generation = generation
+
+
+class ForeignObjectError(CacheError, ForeignLeaseError):
+    """A receipt, ticket or node of another cache was handed to this one."""
+
+    def __init__(self, what: str, object_id: int, cache: str, owner: str) -> None:
+        super().__init__(
+            f"{what} {object_id} belongs to cache {owner!r}, not to cache {cache!r}"
+        )
+        self.object_id = object_id
+        self.cache = cache
+        self.owner = owner
+
+
+class DoubleFreeError(CacheError):
+    """Slots handed back to a pool that were already free (or listed twice)."""
+
+    def __init__(self, pool: str, slots: Sequence[int]) -> None:
+        super().__init__(f"pool {pool}: slots {_ids(slots)} freed twice")
+        self.pool = pool
+        self.slots = tuple(slots)
+
+
+class InvalidSlotError(CacheError, ValueError):
+    """Slots outside a pool, or not owned by the caller that hands them over."""
+
+    def __init__(self, pool: str, slots: Sequence[int], why: str) -> None:
+        super().__init__(f"pool {pool}: slots {_ids(slots)} {why}")
+        self.pool = pool
+        self.slots = tuple(slots)
+
+
+class SanityError(CacheError):
+    """`UniCache.check()` found violations; `report` lists each one."""
+
+    def __init__(self, report: SanityReport) -> None:
+        super().__init__(report.describe())
+        self.report = report

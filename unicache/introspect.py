@@ -1,0 +1,187 @@
+"""Read-only, JSON-friendly snapshots of a cache for crash dumps and the REPL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from leases import Borrowed, PinSet
+
+from unicache.tickets import BackupTicket, LoadBack, Ticket
+from unicache.tree.node import Node
+
+if TYPE_CHECKING:
+    from unicache.cache import QuarantineRecord, UniCache
+
+
+C = TypeVar("C")
+
+
+def _ids(p: PinSet[C] | None) -> list[int]:
+    return p.ids() if p is not None else []
+
+
+@dataclass(slots=True)
+class ComponentState:
+    """One component of one node: slots per tier and the ids of the leases pinning it."""
+
+    device: list[int] | int | None
+    host: list[int] | int | None
+    pins: list[int]
+
+    def to_json(self) -> dict[str, object]:
+        return {"device": self.device, "host": self.host, "pins": self.pins}
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    id: int
+    parent_id: int | None
+    start: int
+    end: int
+    key: tuple[int, ...]
+    children: list[int]
+    last_access: int
+    hits: int
+    backing: int
+    components: dict[str, ComponentState] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "parent": self.parent_id,
+            "start": self.start,
+            "end": self.end,
+            "key": list(self.key),
+            "children": self.children,
+            "last_access": self.last_access,
+            "hits": self.hits,
+            "backing": self.backing,
+            "components": {k: v.to_json() for k, v in self.components.items()},
+        }
+
+
+@dataclass(slots=True)
+class TicketInfo:
+    id: int
+    generation: int
+    kind: str
+    node_id: int
+    status: str
+    owner: str
+    leases: dict[str, int]
+    copies: list[dict[str, object]]
+    abandoned: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "generation": self.generation,
+            "kind": self.kind,
+            "node": self.node_id,
+            "status": self.status,
+            "owner": self.owner,
+            "leases": self.leases,
+            "copies": self.copies,
+            "abandoned": self.abandoned,
+        }
+
+
+@dataclass(slots=True)
+class QuarantineInfo:
+    ticket_id: int
+    generation: int
+    kind: str
+    slots: dict[str, list[int]]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ticket": self.ticket_id,
+            "generation": self.generation,
+            "kind": self.kind,
+            "slots": self.slots,
+        }
+
+
+def node_info(cache: UniCache, node: Node) -> NodeInfo:
+    info = NodeInfo(
+        node.id,
+        node.parent.id if node.parent is not None else None,
+        node.start,
+        node.end,
+        node.key,
+        [c.id for c in node.children.values()],
+        node.last_access,
+        node.hits,
+        node.backing,
+    )
+    info.components["Full"] = ComponentState(
+        list(node.dev_full) if node.dev_full is not None else None,
+        list(node.host_full) if node.host_full is not None else None,
+        _ids(node.pins_full),
+    )
+    if cache.config.swa_window is not None:
+        info.components["SWA"] = ComponentState(
+            list(node.dev_swa) if node.dev_swa is not None else None,
+            list(node.host_swa) if node.host_swa is not None else None,
+            _ids(node.pins_swa),
+        )
+    if cache.config.mamba:
+        info.components["Mamba"] = ComponentState(
+            node.dev_mamba, node.host_mamba, _ids(node.pins_mamba)
+        )
+    return info
+
+
+def ticket_info(t: Borrowed[Ticket]) -> TicketInfo:
+    job = t.job
+    return TicketInfo(
+        t.id,
+        t.generation,
+        "load_back" if isinstance(t, LoadBack) else "backup",
+        t.node.id,
+        t.status.value,
+        str(t.owner),
+        t.lease_ids(),
+        [op.to_json() for op in job.copies] if job is not None else [],
+        t.abandoned if isinstance(t, LoadBack) else False,
+    )
+
+
+def quarantine_info(q: QuarantineRecord) -> QuarantineInfo:
+    slots: dict[str, list[int]] = {}
+    for op in q.copies:
+        for tier, rows in ((op.src_tier, op.src), (op.dst_tier, op.dst)):
+            slots.setdefault(f"{op.component.__name__.lower()}.{tier.value}", []).extend(rows)
+    kind = "backup" if isinstance(q.ticket, BackupTicket) else "load_back"
+    return QuarantineInfo(q.ticket.id, q.generation, kind, slots)
+
+
+def dump_state(cache: UniCache) -> dict[str, object]:
+    """Config, tree (with pins), tickets, quarantine, pools, counters, leases and recent events."""
+    ledger = cache.ledger
+    return {
+        "config": cache.config.to_json(),
+        "epoch": ledger.epoch,
+        "nodes": [node_info(cache, n).to_json() for n in cache.nodes()],
+        "tickets": [ticket_info(t).to_json() for t in cache.live_tickets()],
+        "quarantine": [quarantine_info(q).to_json() for q in cache.quarantine_records()],
+        "pools": {k: v.to_json() for k, v in cache.pools.stats().items()},
+        "lent": {
+            c.__name__: sorted(cache.lent_slots(c)) for c in cache.config.components
+        },
+        "counters": cache.counters.as_dict(),
+        "ledger": ledger.counters(),
+        "leases": [
+            {
+                "id": lease.id,
+                "component": lease.component.__name__,
+                "owner": str(lease.owner),
+                "generation": lease.generation,
+                "site": lease.site,
+                "nodes": [n.id for n in (cache.lease_scope(lease.id) or [])],
+            }
+            for lease in ledger.live()
+        ],
+        "events": [e.to_json() for e in ledger.events()],
+    }

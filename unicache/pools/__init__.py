@@ -1,0 +1,5 @@
+"""Slot allocators (torch-free) and the torch-backed pools."""
+
+from unicache.pools.allocator import SlotAllocator
+
+__all__ = ["SlotAllocator"]

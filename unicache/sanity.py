@@ -1,0 +1,368 @@
+"""`sanity_check`: recompute every derived count and pin set of a cache from first principles."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from leases import PinSet
+
+from unicache.components.full import is_device_leaf
+from unicache.components.markers import FULL, MAMBA, SWA_IDX, SWA, Full, Mamba
+from unicache.tickets import BackupTicket, LoadBack
+from unicache.transfer.base import Tier
+from unicache.tree.node import Node
+
+if TYPE_CHECKING:
+    from unicache.cache import UniCache
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant: what, where (node, component), which lease, and details."""
+
+    kind: str
+    node_id: int | None
+    component: str | None
+    lease_id: int | None
+    detail: str
+
+    def describe(self) -> str:
+        where = []
+        if self.node_id is not None:
+            where.append(f"node {self.node_id}")
+        if self.component is not None:
+            where.append(self.component)
+        if self.lease_id is not None:
+            where.append(f"lease #{self.lease_id}")
+        return f"[{self.kind}] {' '.join(where) or '-'}: {self.detail}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "node": self.node_id,
+            "component": self.component,
+            "lease": self.lease_id,
+            "detail": self.detail,
+        }
+
+
+@dataclass(slots=True)
+class SanityReport:
+    violations: list[Violation] = field(default_factory=list)
+    nodes: int = 0
+    live_leases: int = 0
+    max_pins_on_node: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def add(
+        self,
+        kind: str,
+        detail: str,
+        *,
+        node: Node | None = None,
+        component: str | None = None,
+        lease: int | None = None,
+    ) -> None:
+        self.violations.append(
+            Violation(kind, node.id if node is not None else None, component, lease, detail)
+        )
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"sanity ok ({self.nodes} nodes, {self.live_leases} live leases)"
+        lines = "\n".join(f"  {v.describe()}" for v in self.violations[:50])
+        more = f"\n  ... {len(self.violations) - 50} more" if len(self.violations) > 50 else ""
+        return f"{len(self.violations)} sanity violation(s):\n{lines}{more}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "nodes": self.nodes,
+            "live_leases": self.live_leases,
+            "max_pins_on_node": self.max_pins_on_node,
+            "violations": [v.to_json() for v in self.violations],
+        }
+
+
+_NAMES = ("Full", "SWA", "Mamba")
+_MARKERS: tuple[type, ...] = (Full, SWA, Mamba)
+
+
+def _pinsets(node: Node) -> tuple[PinSet[Full] | None, PinSet[SWA] | None, PinSet[Mamba] | None]:
+    return node.pins_full, node.pins_swa, node.pins_mamba
+
+
+def sanity_check(cache: UniCache) -> SanityReport:
+    """Check structure, residency, pool accounting, pins, tickets, heaps and duplicates."""
+    r = SanityReport()
+    ps = cache.config.page_size
+    nodes = list(cache.nodes())
+    r.nodes = len(nodes)
+    _check_structure(cache, nodes, ps, r)
+    _check_pools(cache, nodes, r)
+    _check_pins(cache, nodes, r)
+    _check_tickets(cache, nodes, r)
+    _check_heaps(cache, nodes, r)
+    return r
+
+
+def _check_structure(cache: UniCache, nodes: list[Node], ps: int, r: SanityReport) -> None:
+    cfg = cache.config
+    if cache.node_count != len(nodes):
+        r.add("count", f"tree size {cache.node_count} != {len(nodes)} nodes reachable")
+    ids = Counter(x.id for x in nodes)
+    for nid, k in ids.items():
+        if k > 1:
+            r.add("ids", f"node id {nid} appears {k} times")
+    for x in nodes:
+        if not x.alive or x.tree is not cache:
+            r.add("links", "reachable node is dead or belongs to another cache", node=x)
+        parent = x.parent
+        if parent is None:
+            if x is not cache.root:
+                r.add("links", "a node without parent that is not the root", node=x)
+            continue
+        if not x.key or len(x.key) % ps:
+            r.add("links", f"key length {len(x.key)} is not a positive multiple of {ps}", node=x)
+            continue
+        ck = x.key[0] if ps == 1 else x.key[:ps]
+        if parent.children.get(ck) is not x:
+            r.add("links", f"parent {parent.id} does not list this node under its key", node=x)
+        if x.start != parent.end or x.end != x.start + len(x.key):
+            r.add("links", f"positions [{x.start}, {x.end}) after parent end {parent.end}", node=x)
+        pages = len(x.key) // ps
+        for name, val in (
+            ("dev_full", x.dev_full),
+            ("host_full", x.host_full),
+            ("dev_swa", x.dev_swa),
+            ("host_swa", x.host_swa),
+        ):
+            if val is not None and len(val) != pages:
+                r.add("residency", f"{name} has {len(val)} pages for {pages}", node=x)
+        if x.dev_full is None and x.host_full is None:
+            r.add("residency", "Full KV on neither tier", node=x, component="Full")
+        if x.dev_full is not None and parent.dev_full is None:
+            r.add("residency", "Full on device below a host-only parent", node=x, component="Full")
+        if x.dev_swa is not None and x.dev_full is None:
+            r.add("residency", "SWA on device without Full on device", node=x, component="SWA")
+        if x.dev_mamba is not None and x.dev_full is None:
+            r.add("residency", "Mamba on device without Full on device", node=x, component="Mamba")
+        if cfg.swa_window is None and (x.dev_swa is not None or x.host_swa is not None):
+            r.add("residency", "SWA data in a cache without SWA", node=x, component="SWA")
+        if not cfg.mamba and (x.dev_mamba is not None or x.host_mamba is not None):
+            r.add("residency", "Mamba data in a cache without Mamba", node=x, component="Mamba")
+        devc = sum(1 for c in x.children.values() if c.dev_full is not None)
+        if x.dev_children != devc:
+            r.add("count", f"dev_children {x.dev_children} != {devc} device children", node=x)
+        if x.backing < 0:
+            r.add("count", f"backing count {x.backing} < 0", node=x)
+    root = cache.root
+    devc = sum(1 for c in root.children.values() if c.dev_full is not None)
+    if root.dev_children != devc:
+        r.add("count", f"dev_children {root.dev_children} != {devc} device children", node=root)
+    if root.dev_full != [] or root.host_full != []:
+        r.add("residency", "the root must hold empty Full lists", node=root)
+
+
+def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+    owned: dict[tuple[type, Tier], list[int]] = {}
+
+    def own(comp: type, tier: Tier, slots: list[int] | None) -> None:
+        if slots:
+            owned.setdefault((comp, tier), []).extend(slots)
+
+    for x in nodes:
+        if x.parent is None:
+            continue
+        own(Full, Tier.DEVICE, x.dev_full)
+        own(Full, Tier.HOST, x.host_full)
+        own(SWA, Tier.DEVICE, x.dev_swa)
+        own(SWA, Tier.HOST, x.host_swa)
+        own(Mamba, Tier.DEVICE, [x.dev_mamba] if x.dev_mamba is not None else None)
+        own(Mamba, Tier.HOST, [x.host_mamba] if x.host_mamba is not None else None)
+    for t in cache.live_tickets():
+        if t.job is None:
+            continue
+        for op in t.job.copies:
+            own(op.component, op.dst_tier, op.dst)
+    for comp in cache.config.components:
+        own(comp, Tier.DEVICE, sorted(cache.lent_slots(comp)))
+    for comp in cache.config.components:
+        for tier in (Tier.DEVICE, Tier.HOST):
+            pool = cache.pools.pool(comp, tier)
+            a = pool.alloc
+            mine = owned.get((comp, tier), [])
+            counts = Counter(mine)
+            dup = sorted(s for s, k in counts.items() if k > 1)
+            if dup:
+                r.add("pool", f"{pool.name}: slots {dup[:16]} owned twice", component=comp.__name__)
+            free_owned = sorted(s for s in counts if a.is_free(s))
+            if free_owned:
+                r.add(
+                    "pool",
+                    f"{pool.name}: slots {free_owned[:16]} are owned but on the free list",
+                    component=comp.__name__,
+                )
+            deferred = a.deferred()
+            both = deferred & set(counts)
+            if both:
+                r.add(
+                    "pool",
+                    f"{pool.name}: slots {sorted(both)[:16]} are owned and awaiting quarantine",
+                    component=comp.__name__,
+                )
+            expect = len(counts) + len(deferred)
+            if a.used_count != expect:
+                r.add(
+                    "pool",
+                    f"{pool.name}: {a.used_count} slots used, but {len(counts)} owned "
+                    f"(tree, tickets, requests) + {len(deferred)} quarantined = {expect}",
+                    component=comp.__name__,
+                )
+            if a.used_count + a.free_count != a.capacity:
+                r.add("pool", f"{pool.name}: used + free != capacity", component=comp.__name__)
+            quarantined = a.quarantined()
+            if not set(deferred) <= set(quarantined):
+                r.add("pool", f"{pool.name}: deferred slots not quarantined", component=comp.__name__)
+    expected_q: dict[tuple[type, Tier], Counter[int]] = {}
+    for q in cache.quarantine_records():
+        for op in q.copies:
+            expected_q.setdefault((op.component, op.src_tier), Counter()).update(op.src)
+            expected_q.setdefault((op.component, op.dst_tier), Counter()).update(op.dst)
+    for comp in cache.config.components:
+        for tier in (Tier.DEVICE, Tier.HOST):
+            pool = cache.pools.pool(comp, tier)
+            want = dict(expected_q.get((comp, tier), Counter()))
+            if pool.alloc.quarantined() != want:
+                r.add(
+                    "quarantine",
+                    f"{pool.name}: quarantine {pool.alloc.quarantined()} != pending stale acks {want}",
+                    component=comp.__name__,
+                )
+
+
+def _check_pins(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+    live = cache.ledger.live()
+    r.live_leases = len(live)
+    epoch = cache.ledger.epoch
+    expected: dict[tuple[int, int], set[int]] = {}
+    by_id: set[int] = set()
+    for lease in live:
+        by_id.add(lease.id)
+        if lease.generation != epoch:
+            r.add("lease", f"live lease of generation {lease.generation} in epoch {epoch}",
+                  lease=lease.id)
+        scope = cache.lease_scope(lease.id)
+        comp = lease.component
+        name = comp.__name__
+        if scope is None:
+            r.add("lease", f"live lease owned by {lease.owner} has no recorded scope",
+                  component=name, lease=lease.id)
+            continue
+        ci = _MARKERS.index(comp) if comp in _MARKERS else -1
+        for x in scope:
+            if not x.alive:
+                r.add("pin", "lease scope names a dead node", node=x, component=name, lease=lease.id)
+                continue
+            expected.setdefault((x.id, ci), set()).add(lease.id)
+    node_ids = {x.id for x in nodes}
+    for x in nodes:
+        total = 0
+        for ci, p in enumerate(_pinsets(x)):
+            name = _NAMES[ci]
+            actual: set[int] = set()
+            if p is not None:
+                if p.component is not _MARKERS[ci]:
+                    r.add("pin", f"pin set of {p.component.__name__} in the {name} slot", node=x)
+                if p.holder != x.id:
+                    r.add("pin", f"pin set holder {p.holder!r} is not the node id", node=x)
+                actual = set(p.ids())
+            total += len(actual)
+            want = expected.get((x.id, ci), set())
+            for lid in sorted(actual - want):
+                why = "is not live" if lid not in by_id else "does not cover this node"
+                r.add("pin", f"pinned by a lease that {why}", node=x, component=name, lease=lid)
+            for lid in sorted(want - actual):
+                r.add("pin", "lease covers this node but is missing from its pin set",
+                      node=x, component=name, lease=lid)
+        r.max_pins_on_node = max(r.max_pins_on_node, total)
+    for (nid, ci), lids in expected.items():
+        if nid not in node_ids:
+            for lid in lids:
+                r.add("pin", f"lease scope names node {nid}, not in the tree",
+                      component=_NAMES[ci] if ci >= 0 else None, lease=lid)
+
+
+def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+    epoch = cache.ledger.epoch
+    backing: Counter[int] = Counter()
+    ps = cache.config.page_size
+    for t in cache.live_tickets():
+        if t.generation != epoch:
+            r.add("ticket", f"live ticket {t.id} of generation {t.generation} in epoch {epoch}")
+        if not t.node.alive:
+            r.add("ticket", f"ticket {t.id} names a dead node", node=t.node)
+            continue
+        for lease in (t.full, t.swa, t.mamba):
+            if lease is not None and not lease.held:
+                r.add("ticket", f"ticket {t.id} holds a lease that is not live", lease=lease.id)
+        if isinstance(t, BackupTicket):
+            x: Node | None = t.node
+            while x is not None and x.parent is not None and x.start >= t.full_start:
+                backing[x.id] += 1
+                if x.dev_full is None:
+                    r.add("ticket", f"backup {t.id} reads a node with no device Full", node=x)
+                x = x.parent
+        elif isinstance(t, LoadBack) and t.full_dst:
+            x = t.node
+            covered = 0
+            while x is not None and x.parent is not None and x.start >= t.full_start:
+                if x.host_full is None:
+                    r.add("ticket", f"load-back {t.id} reads a node with no host Full", node=x,
+                          component="Full")
+                p = x.pins_full
+                if t.full is None or p is None or t.full not in p:
+                    r.add("ticket", f"load-back {t.id} source not pinned by its Full lease",
+                          node=x, component="Full", lease=t.full.id if t.full else None)
+                covered += len(x.key)
+                x = x.parent
+            if covered != len(t.full_dst) * ps:
+                r.add("ticket", f"load-back {t.id}: chain covers {covered} tokens, "
+                      f"destination holds {len(t.full_dst) * ps}")
+    for x in nodes:
+        if x.backing != backing.get(x.id, 0):
+            r.add("count", f"backing {x.backing} != {backing.get(x.id, 0)} in-flight backups",
+                  node=x)
+
+
+def _check_heaps(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+    dev = cache._lru_dev
+    host = cache._lru_host
+    for heap in (*dev, *host):
+        bits = sum(1 for x in nodes if x.lru & heap.bit)
+        alive_entries = sum(1 for e in heap.heap if e[3].alive)
+        if bits != alive_entries:
+            r.add("lru", f"heap bit {heap.bit}: {bits} nodes flagged, {alive_entries} live entries")
+    dups = cache._dups
+    for x in nodes:
+        if x.parent is None:
+            continue
+        if is_device_leaf(x) and not x.lru & dev[FULL].bit:
+            r.add("lru", "device leaf missing from the Full eviction heap", node=x)
+        if x.dev_swa is not None and not x.lru & dev[SWA_IDX].bit:
+            r.add("lru", "device SWA missing from the SWA eviction heap", node=x)
+        if x.dev_mamba is not None and not x.lru & dev[MAMBA].bit:
+            r.add("lru", "device Mamba missing from the Mamba eviction heap", node=x)
+        if x.dev_full is None and not x.children and not x.lru & host[FULL].bit:
+            r.add("lru", "host leaf missing from the host eviction heap", node=x)
+        if x.host_swa is not None and not x.lru & host[SWA_IDX].bit:
+            r.add("lru", "host SWA missing from the host SWA heap", node=x)
+        if x.host_mamba is not None and not x.lru & host[MAMBA].bit:
+            r.add("lru", "host Mamba missing from the host Mamba heap", node=x)
+        if x.dev_full is not None and x.host_full is not None and x.id not in dups:
+            r.add("dups", "Full on both tiers but not tracked as a host duplicate", node=x)

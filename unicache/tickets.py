@@ -1,0 +1,328 @@
+"""Linear handles: lock receipts, load-back tickets and backup tickets.
+
+Each owns one lease per component it covers and is consumed exactly once.
+Transfer records are kept by token position, not by node, so a split of a
+node under an in-flight copy leaves them valid.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from leases import Borrowed, Held, Lease, consumes, linear
+
+from unicache.errors import ForeignObjectError, TicketPendingError
+from unicache.results import LoadBackResult, TicketStatus
+from unicache.transfer.base import TransferJob
+from unicache.tree.node import Node
+
+if TYPE_CHECKING:
+    from unicache.components.markers import SWA, Full, Mamba
+
+Segment = tuple[int, list[int]]
+"""(start token position, pages): the pages of a contiguous token range, one per page."""
+
+
+@linear
+class LockReceipt:
+    """Proof that a request locked a matched path; `UniCache.unlock` consumes it.
+
+    Records exactly what was locked: the end node (the deepest device-resident
+    node of the path asked for), its length, and the leases taken. Unlock
+    releases those and nothing else.
+    """
+
+    __slots__ = (
+        "id",
+        "node",
+        "length",
+        "generation",
+        "full",
+        "swa",
+        "mamba",
+        "owner",
+        "cache",
+        "_scopes",
+        "_lease_consumed_by",
+    )
+
+    def __init__(
+        self,
+        receipt_id: int,
+        node: Node,
+        length: int,
+        generation: int,
+        full: Lease[Full, Held] | None,
+        swa: Lease[SWA, Held] | None,
+        mamba: Lease[Mamba, Held] | None,
+        owner: object,
+        scopes: dict[int, list[Node]],
+        cache: str = "",
+    ) -> None:
+        self.id = receipt_id
+        self.node = node
+        self.length = length
+        self.generation = generation
+        self.full = full
+        self.swa = swa
+        self.mamba = mamba
+        self.owner = owner
+        self.cache = cache
+        self._scopes = scopes
+
+    def __repr__(self) -> str:
+        return (
+            f"<LockReceipt #{self.id} node={self.node.id} len={self.length} "
+            f"gen={self.generation}>"
+        )
+
+    def lease_ids(self) -> list[int]:
+        return [x.id for x in (self.full, self.swa, self.mamba) if x is not None]
+
+    @consumes
+    def release(
+        self, *, scopes: dict[int, list[Node]] | None = None, cache: str = ""
+    ) -> None:
+        """Release every lease this receipt took (each exactly once).
+
+        `UniCache.unlock` passes its own scope registry: a receipt of another
+        cache raises `ForeignObjectError` and stays unconsumed.
+        """
+        if scopes is not None and scopes is not self._scopes:
+            raise ForeignObjectError("lock receipt", self.id, cache, self.cache)
+        scopes = self._scopes
+        full = self.full
+        if full is not None:
+            self.full = None
+            scopes.pop(full.id, None)
+            full.release()
+        swa = self.swa
+        if swa is not None:
+            self.swa = None
+            scopes.pop(swa.id, None)
+            swa.release()
+        mamba = self.mamba
+        if mamba is not None:
+            self.mamba = None
+            scopes.pop(mamba.id, None)
+            mamba.release()
+
+
+class _Ticket:
+    """Fields shared by load-back and backup tickets (not linear by itself)."""
+
+    __slots__ = (
+        "id",
+        "generation",
+        "owner",
+        "node",
+        "status",
+        "full",
+        "swa",
+        "mamba",
+        "full_start",
+        "full_dst",
+        "swa_segments",
+        "job",
+    )
+
+    id: int
+    generation: int
+    owner: object
+    node: Node
+    status: TicketStatus
+    full: Lease[Full, Held] | None
+    swa: Lease[SWA, Held] | None
+    mamba: Lease[Mamba, Held] | None
+    full_start: int
+    full_dst: list[int]
+    swa_segments: list[Segment]
+    job: TransferJob | None
+
+    def lease_ids(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if self.full is not None:
+            out["Full"] = self.full.id
+        if self.swa is not None:
+            out["SWA"] = self.swa.id
+        if self.mamba is not None:
+            out["Mamba"] = self.mamba.id
+        return out
+
+    def release_leases(self, scopes: dict[int, list[Node]]) -> None:
+        """Release every lease still held (a revoked one settles as stale)."""
+        full = self.full
+        if full is not None:
+            self.full = None
+            scopes.pop(full.id, None)
+            full.release()
+        swa = self.swa
+        if swa is not None:
+            self.swa = None
+            scopes.pop(swa.id, None)
+            swa.release()
+        mamba = self.mamba
+        if mamba is not None:
+            self.mamba = None
+            scopes.pop(mamba.id, None)
+            mamba.release()
+
+
+class LoadBack(_Ticket):
+    """The cache-side record of an in-flight host->device load-back anchored at `node`.
+
+    Holds the leases and the transfer records; the cache keeps it until the
+    ack (or, after a reset, until the stale ack). The caller holds the linear
+    `LoadBackTicket` that refers to it.
+    """
+
+    __slots__ = ("full_tokens", "swa_tokens", "mamba_moved", "mamba_dst", "abandoned")
+
+    full_tokens: int
+    swa_tokens: int
+    mamba_moved: bool
+    mamba_dst: int | None
+    abandoned: bool
+
+    def __init__(self, ticket_id: int, generation: int, anchor: Node, owner: object) -> None:
+        self.id = ticket_id
+        self.generation = generation
+        self.owner = owner
+        self.node = anchor
+        self.status = TicketStatus.IN_FLIGHT
+        self.full = None
+        self.swa = None
+        self.mamba = None
+        self.full_start = anchor.end
+        self.full_dst = []
+        self.swa_segments = []
+        self.job = None
+        self.full_tokens = 0
+        self.swa_tokens = 0
+        self.mamba_moved = False
+        self.mamba_dst = None
+        self.abandoned = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<LoadBack #{self.id} gen={self.generation} anchor={self.node.id} "
+            f"{self.status.value}>"
+        )
+
+
+@linear
+class LoadBackTicket:
+    """The caller's claim on a load-back: consumed once, by `result()` or `abandon()`.
+
+    `result()` works once the cache has settled the load-back (its ack
+    arrived, or a reset made it stale); `abandon()` works at any time and
+    leaves the settling to the cache when the copy completes. Either way the
+    cache releases the leases at the ack; the attributes below read the
+    cache's record (leases are lent, never to be released by the caller).
+    """
+
+    __slots__ = ("_record", "_lease_consumed_by")
+
+    def __init__(self, record: LoadBack) -> None:
+        self._record = record
+
+    @property
+    def id(self) -> int:
+        return self._record.id
+
+    @property
+    def generation(self) -> int:
+        return self._record.generation
+
+    @property
+    def anchor(self) -> Node:
+        return self._record.node
+
+    @property
+    def status(self) -> TicketStatus:
+        return self._record.status
+
+    @property
+    def full(self) -> Borrowed[Lease[Full, Held]] | None:
+        return self._record.full
+
+    @property
+    def swa(self) -> Borrowed[Lease[SWA, Held]] | None:
+        return self._record.swa
+
+    @property
+    def mamba(self) -> Borrowed[Lease[Mamba, Held]] | None:
+        return self._record.mamba
+
+    @property
+    def full_tokens(self) -> int:
+        return self._record.full_tokens
+
+    @property
+    def swa_tokens(self) -> int:
+        return self._record.swa_tokens
+
+    @property
+    def mamba_moved(self) -> bool:
+        return self._record.mamba_moved
+
+    def lease_ids(self) -> dict[str, int]:
+        return self._record.lease_ids()
+
+    def __repr__(self) -> str:
+        r = self._record
+        return f"<LoadBackTicket #{r.id} gen={r.generation} anchor={r.node.id} {r.status.value}>"
+
+    @consumes
+    def result(self) -> LoadBackResult:
+        """The settled outcome; `TicketPendingError` (ticket not consumed) while in flight."""
+        r = self._record
+        if r.status is TicketStatus.IN_FLIGHT:
+            raise TicketPendingError(r.id, r.generation)
+        return LoadBackResult(
+            r.id, r.generation, r.node, r.status, r.full_tokens, r.swa_tokens, r.mamba_moved
+        )
+
+    @consumes
+    def abandon(self) -> None:
+        """Give the ticket up (request aborted); the cache settles it when the copy completes."""
+        self._record.abandoned = True
+
+
+@linear
+class BackupTicket(_Ticket):
+    """An in-flight device->host backup of a contiguous chain ending at `node`; cache-owned."""
+
+    __slots__ = ("mamba_slots", "_lease_consumed_by")
+
+    mamba_slots: list[tuple[Node, int]]
+
+    def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: object) -> None:
+        self.id = ticket_id
+        self.generation = generation
+        self.owner = owner
+        self.node = bottom
+        self.status = TicketStatus.IN_FLIGHT
+        self.full = None
+        self.swa = None
+        self.mamba = None
+        self.full_start = bottom.end
+        self.full_dst = []
+        self.swa_segments = []
+        self.job = None
+        self.mamba_slots = []
+
+    def __repr__(self) -> str:
+        return (
+            f"<BackupTicket #{self.id} gen={self.generation} node={self.node.id} "
+            f"{self.status.value}>"
+        )
+
+    @consumes
+    def close(self, scopes: dict[int, list[Node]]) -> None:
+        """Release the leases; the cache calls this once, when the ticket settles."""
+        self.release_leases(scopes)
+
+
+Ticket = LoadBack | BackupTicket
+"""A cache-side in-flight record."""
