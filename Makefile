@@ -17,7 +17,7 @@ setup: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
-	$(PY) -m mypy --strict leases unicache tests benchmarks
+	$(VENV)/bin/leasecheck --strict leases unicache tests benchmarks
 
 run: $(STAMP)
 	$(VENV)/bin/unicache replay

@@ -1,0 +1,233 @@
+"""How a call moves ownership: argument modes, consuming methods, owned results.
+
+Answers come from the callee's types: the inferred callable in mypy's type
+map decides which parameters own their arguments (so `list.append` owns what
+a `list[Lease[...]]` stores), while the declared signature decides whether a
+result is owned (a type variable in the declared return type means the value
+only flows through a generic helper and is not tracked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from mypy.argmap import map_actuals_to_formals
+from mypy.nodes import (
+    ARG_STAR,
+    ARG_STAR2,
+    CallExpr,
+    Decorator,
+    Expression,
+    FuncBase,
+    MemberExpr,
+    NameExpr,
+    Node,
+    RefExpr,
+    TypeInfo,
+    Var,
+)
+from mypy.types import (
+    AnyType,
+    CallableType,
+    FunctionLike,
+    Instance,
+    NoneType,
+    Overloaded,
+    ProperType,
+    TupleType,
+    Type,
+    TypeType,
+    UnionType,
+    get_proper_type,
+)
+
+from leases.check.model import (
+    LEASE,
+    consuming_method,
+    is_borrowed,
+    is_linear_info,
+    is_weak_owner,
+    mentions_owned,
+    param_mode,
+)
+
+STDLIB_CONTAINERS: Final = frozenset(
+    {"builtins", "collections", "typing", "_collections_abc", "collections.abc", "queue",
+     "asyncio.queues", "heapq", "bisect"}
+)
+LOOKUP_METHODS: Final = frozenset(
+    {"remove", "discard", "index", "count", "get", "pop", "__contains__", "__eq__", "__ne__",
+     "__getitem__", "__delitem__"}
+)
+"""Methods of stdlib containers whose arguments are looked up, not stored."""
+
+
+class CallModel:
+    """Ownership facts about calls, read from one module's type map."""
+
+    def __init__(self, types: Mapping[Expression, Type]) -> None:
+        self.types = types
+
+    def is_consuming(self, receiver_type: Type | None, name: str) -> bool:
+        if receiver_type is None:
+            return False
+        p = get_proper_type(receiver_type)
+        items = p.items if isinstance(p, UnionType) else [p]
+        for item in items:
+            ip = get_proper_type(item)
+            if isinstance(ip, Instance) and consuming_method(ip.type, name):
+                return True
+        return False
+
+    def argument_modes(self, e: CallExpr, receiver_type: Type | None) -> list[str]:
+        """Per argument: "own" (ownership moves), "untyped", or "lend"."""
+        plain = ["lend"] * len(e.args)
+        if not e.args:
+            return plain
+        t = self.types.get(e.callee)
+        if t is None:
+            return plain
+        ct = get_proper_type(t)
+        if isinstance(ct, AnyType):
+            return ["untyped"] * len(e.args)
+        if isinstance(ct, Overloaded):
+            ct = self.pick_overload(e, ct)
+        if not isinstance(ct, CallableType):
+            return plain
+        owner = self.callee_owner(e, receiver_type)
+        if is_weak_owner(owner):
+            return plain
+        if isinstance(e.callee, MemberExpr) and e.callee.name in LOOKUP_METHODS:
+            recv = get_proper_type(receiver_type) if receiver_type is not None else None
+            if isinstance(recv, Instance) and recv.type.module_name in STDLIB_CONTAINERS:
+                return plain
+        try:
+            formal_to_actual = map_actuals_to_formals(
+                e.arg_kinds, e.arg_names, ct.arg_kinds, ct.arg_names,
+                lambda i: self.types.get(e.args[i]) or AnyType(0),
+            )
+        except Exception:
+            return plain
+        modes = list(plain)
+        for j, actuals in enumerate(formal_to_actual):
+            mode = param_mode(ct.arg_types[j])
+            for i in actuals:
+                if mode == "own" and modes[i] == "lend" and e.arg_kinds[i] not in (ARG_STAR, ARG_STAR2):
+                    modes[i] = "own"
+                elif mode == "borrow":
+                    modes[i] = "borrow"
+        return modes
+
+    def pick_overload(self, e: CallExpr, ov: Overloaded) -> ProperType:
+        for item in ov.items:
+            try:
+                mapping = map_actuals_to_formals(
+                    e.arg_kinds, e.arg_names, item.arg_kinds, item.arg_names,
+                    lambda i: self.types.get(e.args[i]) or AnyType(0),
+                )
+            except Exception:
+                continue
+            if all(mapping[j] or not item.arg_kinds[j].is_required() for j in range(len(mapping))):
+                return item
+        return ov
+
+    def callee_owner(self, e: CallExpr, receiver_type: Type | None) -> str | None:
+        """The full name of the callee, or for a method the full name of its class."""
+        callee = e.callee
+        if isinstance(callee, MemberExpr) and receiver_type is not None:
+            p = get_proper_type(receiver_type)
+            if isinstance(p, Instance):
+                return p.type.fullname + "." + callee.name
+            if isinstance(p, TypeType):
+                item = get_proper_type(p.item)
+                if isinstance(item, Instance):
+                    return item.type.fullname + "." + callee.name
+        t = self.types.get(callee)
+        ct = get_proper_type(t) if t is not None else None
+        if isinstance(ct, FunctionLike) and ct.is_type_obj():
+            return ct.type_object().fullname
+        if isinstance(callee, RefExpr):
+            return callee.fullname or None
+        return None
+
+    def declared(self, e: CallExpr) -> Node | None:
+        """The definition a call resolves to: a function, decorator, overload, class or var."""
+        callee = e.callee
+        if isinstance(callee, NameExpr):
+            return callee.node
+        if isinstance(callee, MemberExpr):
+            if callee.node is not None and not isinstance(callee.node, Var):
+                return callee.node
+            t = self.types.get(callee.expr)
+            p = get_proper_type(t) if t is not None else None
+            info: TypeInfo | None = None
+            if isinstance(p, Instance):
+                info = p.type
+            elif isinstance(p, TypeType):
+                item = get_proper_type(p.item)
+                info = item.type if isinstance(item, Instance) else None
+            elif isinstance(p, FunctionLike) and p.is_type_obj():
+                info = p.type_object()
+            elif isinstance(p, TupleType):
+                info = p.partial_fallback.type
+            if info is not None:
+                sym = info.get(callee.name)
+                return sym.node if sym is not None else None
+        return None
+
+    def returns_owned(self, e: CallExpr) -> str | None:
+        """"owned", "borrowed" or None, from the callee's declared return type."""
+        node = self.declared(e)
+        if node is None:
+            return "owned"
+        if isinstance(node, TypeInfo):
+            return "owned" if (is_linear_info(node) or node.fullname == LEASE) else None
+        sig: Type | None = None
+        if isinstance(node, Decorator):
+            sig = node.var.type or node.func.type
+        elif isinstance(node, FuncBase):
+            sig = node.type
+        elif isinstance(node, Var):
+            sig = node.type or self.types.get(e.callee)
+        rets = _declared_returns(sig)
+        if rets is None:
+            return "owned"
+        if any(is_borrowed(r) for r in rets):
+            return "borrowed"
+        return "owned" if any(mentions_owned(r) for r in rets) else None
+
+    @staticmethod
+    def callee_name(e: CallExpr) -> str:
+        callee = e.callee
+        if isinstance(callee, (NameExpr, MemberExpr)):
+            return callee.name
+        return "call"
+
+
+def _declared_returns(sig: Type | None, depth: int = 0) -> list[Type] | None:
+    """The declared return types of calling a value of type `sig` (None: unknown)."""
+    if sig is None or depth > 4:
+        return None
+    p = get_proper_type(sig)
+    if isinstance(p, CallableType):
+        return [p.ret_type]
+    if isinstance(p, Overloaded):
+        return [item.ret_type for item in p.items]
+    if isinstance(p, UnionType):
+        out: list[Type] = []
+        for item in p.items:
+            if isinstance(get_proper_type(item), NoneType):
+                continue
+            sub = _declared_returns(item, depth + 1)
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+    if isinstance(p, Instance):
+        call = p.type.get_method("__call__")
+        if isinstance(call, Decorator):
+            return _declared_returns(call.var.type or call.func.type, depth + 1)
+        if call is not None:
+            return _declared_returns(call.type, depth + 1)
+    return None

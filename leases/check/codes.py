@@ -1,0 +1,41 @@
+"""The ownership error codes, registered with mypy so its code options accept them.
+
+Registering at import makes `--disable-error-code lease-leak` and inline
+`# mypy: disable-error-code="lease-escape"` valid; the runner honours both.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mypy.errorcodes import ErrorCode
+
+CATEGORY: Final = "Ownership (leasecheck)"
+
+LEAK: Final = ErrorCode(
+    "lease-leak",
+    "A held lease or linear value is left unreleased on some path",
+    CATEGORY,
+)
+DOUBLE_RELEASE: Final = ErrorCode(
+    "lease-double-release",
+    "A lease or linear value is released/consumed twice, or a borrowed one is consumed",
+    CATEGORY,
+)
+USE_AFTER_RELEASE: Final = ErrorCode(
+    "lease-use-after-release", "A lease or linear value is used after it was released", CATEGORY
+)
+USE_AFTER_MOVE: Final = ErrorCode(
+    "lease-use-after-move", "A lease or linear value is used after its ownership moved", CATEGORY
+)
+DISCARDED: Final = ErrorCode(
+    "lease-discarded", "A freshly obtained lease or linear value is dropped", CATEGORY
+)
+ESCAPE: Final = ErrorCode(
+    "lease-escape",
+    "A lease or linear value escapes where ownership cannot be followed",
+    CATEGORY,
+)
+
+ALL_CODES: Final = (LEAK, DOUBLE_RELEASE, USE_AFTER_RELEASE, USE_AFTER_MOVE, DISCARDED, ESCAPE)
+CODE_NAMES: Final = frozenset(code.code for code in ALL_CODES)

@@ -1,0 +1,189 @@
+"""The abstract state of the ownership analysis and the frames abrupt exits go to.
+
+Per variable a set of facts: held since a line, released or moved at a line,
+borrowed, or nothing owned (None, unbound, untracked). Paths merge by union,
+so a set with more than one kind means "it depends on the path" and turns a
+finding into its "may" form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, TypeAlias
+
+from mypy.nodes import TypeInfo, Var
+
+HELD: Final = "H"
+RELEASED: Final = "R"
+MOVED: Final = "M"
+BORROWED: Final = "B"
+NOTHING: Final = "N"
+
+Fact: TypeAlias = tuple[str, int, int, str]
+"""(kind, line, column, noun): noun is "Lease" or a linear class name."""
+Facts: TypeAlias = frozenset[Fact]
+State: TypeAlias = dict[Var, Facts]
+
+NOTHING_FACTS: Final[Facts] = frozenset({(NOTHING, 0, 0, "")})
+
+
+def borrowed(noun: str) -> Facts:
+    return frozenset({(BORROWED, 0, 0, noun)})
+
+def join(a: State | None, b: State | None) -> State | None:
+    """The state where two paths merge (None: the path is unreachable)."""
+    if a is None:
+        return None if b is None else dict(b)
+    if b is None:
+        return dict(a)
+    out = dict(a)
+    for var, facts in b.items():
+        mine = out.get(var)
+        if mine is None:
+            out[var] = facts | NOTHING_FACTS
+        elif mine is not facts:
+            out[var] = mine | facts
+    for var in a:
+        if var not in b:
+            out[var] = out[var] | NOTHING_FACTS
+    return out
+
+
+def join_all(states: Iterable[State | None]) -> State | None:
+    out: State | None = None
+    for st in states:
+        out = join(out, st) if out is not None else (None if st is None else dict(st))
+    return out
+
+
+def same(a: State | None, b: State | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    keys = a.keys() | b.keys()
+    return all(a.get(k, NOTHING_FACTS) == b.get(k, NOTHING_FACTS) for k in keys)
+
+
+def verb(noun: str) -> str:
+    return "released" if noun == "Lease" else "consumed"
+
+
+class Value:
+    """Where the value of an expression comes from, as far as ownership goes."""
+
+    __slots__ = ("kind", "line", "column", "var", "noun", "source", "items")
+
+    def __init__(
+        self,
+        kind: str,
+        line: int = 0,
+        column: int = 0,
+        var: Var | None = None,
+        noun: str = "",
+        source: str = "",
+        items: tuple[str | None, ...] = (),
+    ) -> None:
+        self.kind = kind  # fresh | var | borrowed | none | other | tuple
+        self.line = line
+        self.column = column
+        self.var = var
+        self.noun = noun
+        self.source = source
+        self.items = items
+
+
+OTHER: Final = Value("other")
+NONE: Final = Value("none")
+
+
+class LoopFrame:
+    __slots__ = ("breaks", "continues", "loop_locals")
+
+    def __init__(self, loop_locals: frozenset[Var]) -> None:
+        self.breaks: list[State] = []
+        self.continues: list[State] = []
+        self.loop_locals = loop_locals
+
+
+class Pending:
+    """A return/raise/break/continue waiting for a `finally` block to run."""
+
+    __slots__ = ("kind", "state", "line", "raised")
+
+    def __init__(self, kind: str, state: State, line: int, raised: list[TypeInfo] | None) -> None:
+        self.kind = kind
+        self.state = state
+        self.line = line
+        self.raised = raised
+
+
+class TryFrame:
+    __slots__ = ("handlers", "in_body", "body_exc", "caught", "escaping", "pending", "has_finally")
+
+    def __init__(self, handlers: list[list[TypeInfo] | None], has_finally: bool) -> None:
+        self.handlers = handlers  # per handler: the classes it catches, None = everything
+        self.in_body = True
+        self.body_exc: State | None = None
+        self.caught: list[State | None] = [None] * len(handlers)
+        self.escaping: State | None = None
+        self.pending: list[Pending] = []
+        self.has_finally = has_finally
+
+    def catch_all(self) -> bool:
+        return any(
+            h is None or any(info.fullname == "builtins.BaseException" for info in h)
+            for h in self.handlers
+        )
+
+    def handler_for(self, raised: list[TypeInfo] | None) -> int | None:
+        for i, caught in enumerate(self.handlers):
+            if caught is None:
+                return i
+            for info in caught:
+                if info.fullname == "builtins.BaseException":
+                    return i
+                if raised is None:
+                    if info.fullname == "builtins.Exception":
+                        return i
+                    continue
+                if raised and all(r.has_base(info.fullname) for r in raised):
+                    return i
+        return None
+
+
+class WithFrame:
+    __slots__ = ("swallowed",)
+
+    def __init__(self) -> None:
+        self.swallowed: State | None = None
+
+
+Frame: TypeAlias = LoopFrame | TryFrame | WithFrame
+
+
+def exception_state(pre: State, post: State | None) -> State:
+    """The state a handler sees if a simple statement raises.
+
+    The statement's own releases and transfers count as done (a consuming
+    call that raises is a bug of its own, not a leak path); whatever it
+    acquired counts as not acquired.
+    """
+    if post is None:
+        return pre
+    out = pre
+    for var, facts in post.items():
+        before = pre.get(var)
+        if before is None or before is facts:
+            continue
+        if all(f[0] in (RELEASED, MOVED) for f in facts) and any(f[0] == HELD for f in before):
+            if out is pre:
+                out = dict(pre)
+            out[var] = facts
+    return out
+
+
+def dropped_message(var: Var, facts: Facts, held: list[Fact], how: str) -> str:
+    """The message for a held value lost by overwriting or deleting its only name."""
+    modal = "is" if len(held) == len(facts) else "may be"
+    lines = sorted({f[1] for f in held})
+    since = " or ".join(str(n) for n in lines)
+    return f'{held[0][3]} "{var.name}" {modal} {how} while held (held since line {since})'

@@ -1,0 +1,162 @@
+"""What the checker tracks: held leases, `@linear` instances, and `Borrowed` views.
+
+All answers come from mypy types, so they hold for modules loaded from the
+incremental cache too: linearity and consuming methods are recorded in
+`TypeInfo.metadata` by `leases.check.plugin` while the defining module is
+analysed, and `Borrowed[...]` survives in signatures as a type alias.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from mypy.nodes import TypeInfo
+from mypy.types import (
+    Instance,
+    ProperType,
+    TupleType,
+    Type,
+    TypeAliasType,
+    TypeVarType,
+    UnionType,
+    get_proper_type,
+)
+
+LEASE: Final = "leases.lease.Lease"
+HELD: Final = "leases.state.Held"
+BORROWED: Final = "leases.borrow.Borrowed"
+LINEAR_DECORATOR: Final = "leases.linear.linear"
+CONSUMES_DECORATOR: Final = "leases.linear.consumes"
+LEASE_CONSUMING: Final = frozenset({"release"})
+META_KEY: Final = "leasecheck"
+WEAK_MODULES: Final = ("weakref.", "_weakref.", "_weakrefset.")
+AWAITABLES: Final = frozenset(
+    {"typing.Coroutine", "typing.Awaitable", "asyncio.futures.Future", "asyncio.tasks.Task"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Tracked:
+    """The kind of an owned value: a lease, or an instance of one linear class."""
+
+    noun: str
+    is_lease: bool
+
+    @property
+    def released(self) -> str:
+        return "released" if self.is_lease else "consumed"
+
+
+LEASE_KIND: Final = Tracked("Lease", True)
+
+
+def is_linear_info(info: TypeInfo) -> bool:
+    for base in info.mro:
+        meta = base.metadata.get(META_KEY)
+        if meta is not None and meta.get("linear"):
+            return True
+    return False
+
+
+def consuming_method(info: TypeInfo, name: str) -> bool:
+    """Whether calling `name` on an instance of `info` consumes the instance."""
+    for base in info.mro:
+        if base.fullname == LEASE:
+            return name in LEASE_CONSUMING
+        meta = base.metadata.get(META_KEY)
+        if meta is not None and name in meta.get("consumes", ()):
+            return True
+    return False
+
+
+def _is_held(t: Type) -> bool:
+    p = get_proper_type(t)
+    return isinstance(p, Instance) and p.type.fullname == HELD
+
+
+def tracked_instance(p: ProperType) -> Tracked | None:
+    if not isinstance(p, Instance):
+        return None
+    info = p.type
+    if info.fullname == LEASE:
+        return LEASE_KIND if len(p.args) == 2 and _is_held(p.args[1]) else None
+    if is_linear_info(info):
+        return Tracked(info.name, False)
+    return None
+
+
+def classify(t: Type | None) -> Tracked | None:
+    """The tracked kind of a value of type `t` (unions count if any item is tracked)."""
+    if t is None:
+        return None
+    p = get_proper_type(t)
+    if isinstance(p, UnionType):
+        for item in p.items:
+            kind = classify(item)
+            if kind is not None:
+                return kind
+        return None
+    return tracked_instance(p)
+
+
+def is_borrowed(t: Type | None, depth: int = 0) -> bool:
+    """Whether `t` is spelled `Borrowed[...]` (possibly in a union or behind another alias)."""
+    if t is None or depth > 8:
+        return False
+    if isinstance(t, TypeAliasType):
+        alias = t.alias
+        if alias is None:
+            return False
+        if alias.fullname == BORROWED:
+            return True
+        return is_borrowed(t._expand_once(), depth + 1)
+    if isinstance(t, UnionType):
+        return any(is_borrowed(item, depth + 1) for item in t.items)
+    return False
+
+
+def param_mode(t: Type) -> str:
+    """How a parameter of declared type `t` receives a tracked argument.
+
+    "borrow": `Borrowed[...]`, the caller keeps ownership; "own": a tracked
+    type, ownership moves to the callee; "plain": anything else (a use).
+    """
+    if is_borrowed(t):
+        return "borrow"
+    if classify(t) is not None:
+        return "own"
+    return "plain"
+
+
+def mentions_owned(t: Type | None, depth: int = 0) -> bool:
+    """Whether a declared return type names a lease or linear class itself.
+
+    Type variables do not count: values that flow through generic containers
+    and helpers (`dict.get`, `list.pop`, `next`) are not tracked.
+    """
+    if t is None or depth > 8:
+        return False
+    if isinstance(t, TypeAliasType) and t.alias is not None and t.alias.fullname == BORROWED:
+        return False
+    p = get_proper_type(t)
+    if isinstance(p, TypeVarType):
+        return False
+    if isinstance(p, UnionType):
+        return any(mentions_owned(item, depth + 1) for item in p.items)
+    if isinstance(p, TupleType):
+        return any(mentions_owned(item, depth + 1) for item in p.items)
+    if isinstance(p, Instance):
+        if p.type.fullname == LEASE:
+            return not (len(p.args) == 2 and isinstance(get_proper_type(p.args[1]), Instance)
+                        and not _is_held(p.args[1]))
+        if is_linear_info(p.type):
+            return True
+        if p.type.fullname in AWAITABLES and p.args:
+            return mentions_owned(p.args[-1], depth + 1)
+    return False
+
+
+def is_weak_owner(fullname: str | None) -> bool:
+    """Whether a callee belongs to `weakref`: its parameters never take ownership."""
+    return fullname is not None and fullname.startswith(WEAK_MODULES)

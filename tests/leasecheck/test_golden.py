@@ -1,0 +1,54 @@
+"""Golden corpus: each case's exact leasecheck output (mypy's lines first, then ownership).
+
+All cases are checked in one mypy build (the `corpus` fixture); one test
+diffs every case and lists each mismatch. Set LEASECHECK_UPDATE_GOLDEN=1 to
+rewrite the `.out` files from the current output, then review the diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+
+from leases.check.codes import CODE_NAMES
+from tests.leasecheck.conftest import CASES, EXPECTED_SUFFIX, CorpusRun, case_names
+
+UPDATE = os.environ.get("LEASECHECK_UPDATE_GOLDEN") == "1"
+
+
+def test_every_case_prints_exactly_its_expected_output(corpus: CorpusRun) -> None:
+    failures: list[str] = []
+    for name in case_names():
+        expected_path = CASES / (name + EXPECTED_SUFFIX)
+        actual = corpus.lines.get(name, [])
+        if UPDATE:
+            expected_path.write_text("".join(line + "\n" for line in actual))
+        if not expected_path.exists():
+            failures.append(f"{expected_path.name} is missing")
+            continue
+        expected = expected_path.read_text().splitlines()
+        if actual != expected:
+            diff = difflib.unified_diff(expected, actual, f"{name}.out", "actual", lineterm="")
+            failures.append("\n".join(diff))
+    assert not failures, f"{len(failures)} case(s) differ:\n\n" + "\n\n".join(failures)
+
+
+def test_corpus_is_checked_in_one_build_and_covers_every_code(corpus: CorpusRun) -> None:
+    names = case_names()
+    assert len(names) >= 60
+    assert corpus.outcome.builds == 1
+    assert corpus.outcome.analysed == len(names)
+    assert set(corpus.lines) == set(names), "output for a file that is not a case"
+    flagged = {name for name, lines in corpus.lines.items() if lines}
+    assert len(flagged) >= 30 and len(set(names) - flagged) >= 20
+    seen = {
+        line.rsplit("[", 1)[1].rstrip("]")
+        for lines in corpus.lines.values()
+        for line in lines
+        if line.endswith("]")
+    }
+    assert CODE_NAMES <= seen
+    modal = [line for lines in corpus.lines.values() for line in lines if " may " in line]
+    assert {line.rsplit("[", 1)[1] for line in modal} >= {
+        "lease-leak]", "lease-double-release]", "lease-use-after-release]",
+    }
