@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test run setup typecheck bench
+.PHONY: test run setup bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,3 +21,9 @@ test: $(STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/unicache replay
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_leases.py
+	$(PY) benchmarks/bench_cache.py
+	$(PY) benchmarks/bench_replay.py
+	$(PY) benchmarks/bench_leasecheck.py

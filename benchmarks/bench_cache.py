@@ -26,6 +26,7 @@ import json
 import statistics
 import time
 import tracemalloc
+from array import array
 from collections.abc import Callable
 
 from rich.console import Console
@@ -33,7 +34,7 @@ from rich.table import Table
 
 from unicache import CacheConfig, Full, ImmediateEngine, UniCache
 from unicache.pools.allocator import SlotAllocator
-from unicache.tree import Node, RadixTree
+from unicache.tree import TOKEN_BYTES, Node, RadixTree, encode_tokens
 
 EDGE = 16
 
@@ -67,7 +68,7 @@ def _bare(depth: int) -> tuple[RadixTree, SlotAllocator, list[int]]:
     toks = _tokens(depth)
     node = tree.root
     for i in range(depth):
-        node = tree.add_leaf(node, tuple(toks[i * EDGE : (i + 1) * EDGE]))
+        node = tree.add_leaf(node, encode_tokens(toks[i * EDGE : (i + 1) * EDGE]))
         node.dev_full = alloc.alloc(EDGE)
     return tree, alloc, toks
 
@@ -108,7 +109,7 @@ def _time_split(
 
 def bench_match(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     cache = _cache(depth, 0)
-    toks = tuple(_tokens(depth))
+    toks = array("q", _tokens(depth))
     tree, _, _ = _bare(depth)
     n = len(toks)
     clock = [0]
@@ -117,7 +118,7 @@ def bench_match(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         cache.match_prefix(toks)
 
     def base(_: int) -> None:
-        path = tree.walk(toks, n)[2]
+        path = tree.walk(encode_tokens(toks), n)[2]
         clock[0] += 1
         c = clock[0]
         for x in path:
@@ -131,7 +132,7 @@ def bench_lock(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     cache = _cache(depth, 0)
     node = cache.match_prefix(_tokens(depth)).device_node
     tree, _, toks = _bare(depth)
-    leaf = tree.walk(tuple(toks), len(toks))[0]
+    leaf = tree.walk(encode_tokens(toks), len(toks))[0]
 
     def ours(_: int) -> None:
         cache.unlock(cache.lock(node))
@@ -154,8 +155,7 @@ def bench_insert(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     total = iters * repeats
     cache = _cache(depth, total)
     tree, alloc, _ = _bare(depth)
-    seqs = [_tokens(depth, i + 1) for i in range(total)]
-    tups = [tuple(s) for s in seqs]
+    seqs = [array("q", _tokens(depth, i + 1)) for i in range(total)]
     start = depth * EDGE
     n = len(seqs[0])
     k = [0, 0]
@@ -168,10 +168,10 @@ def bench_insert(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         cache.insert(s, pages, start=start)
 
     def base(_: int) -> None:
-        t = tups[k[1]]
+        t = encode_tokens(seqs[k[1]])
         k[1] += 1
         node, pos, _path = tree.walk(t, n)
-        leaf = tree.add_leaf(node, t[pos:])
+        leaf = tree.add_leaf(node, t[pos * TOKEN_BYTES :])
         leaf.dev_full = alloc.alloc(EDGE)
 
     return _time(ours, iters, repeats), _time(base, iters, repeats)
@@ -188,12 +188,12 @@ def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         cache.backup(res.node)
     cache.poll()
     tree, alloc, toks = _bare(depth)
-    bottom = tree.walk(tuple(toks), len(toks))[0]
+    bottom = tree.walk(encode_tokens(toks), len(toks))[0]
     heap: list[tuple[int, int, Node]] = []
     for i in range(total):
-        leaf = tree.add_leaf(bottom, (100_000 + i + 1,) * EDGE)
+        leaf = tree.add_leaf(bottom, encode_tokens([100_000 + i + 1] * EDGE))
         leaf.dev_full = alloc.alloc(EDGE)
-        leaf.host_full = []
+        leaf.host_pages = array("i")
         leaf.last_access = i
         heap.append((i, leaf.id, leaf))
     heapq.heapify(heap)
@@ -204,7 +204,7 @@ def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     def base(_: int) -> None:
         while heap:
             x = heapq.heappop(heap)[2]
-            if x.backing or x.dev_full is None or x.host_full is None:
+            if x.backing or x.dev_full is None or x.host_pages is None:
                 continue
             alloc.free(x.dev_full)
             x.dev_full = None
@@ -220,8 +220,8 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
     cache.backup(leaf)
     cache.poll()
     tree, alloc, btoks = _bare(depth)
-    bleaf = tree.walk(tuple(btoks), len(btoks))[0]
-    bleaf.host_full = list(range(EDGE))
+    bleaf = tree.walk(encode_tokens(btoks), len(btoks))[0]
+    bleaf.host_pages = array("i", range(EDGE))
 
     def evict() -> None:
         assert cache.evict_device(Full, EDGE) == EDGE
@@ -247,8 +247,8 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
         src: list[int] = []
         for y in chain:
             y.backing += 1
-            assert y.host_full is not None
-            src += y.host_full
+            assert y.host_pages is not None
+            src += y.host_pages
         dst = alloc.alloc(len(src))
         assert dst is not None
         for y in chain:
@@ -277,7 +277,7 @@ def bytes_per_node(nodes: int) -> dict[str, float]:
     plain = [list(range(EDGE)) for _ in range(nodes)]
     before = tracemalloc.get_traced_memory()[0]
     for s, p in zip(seqs, plain):
-        leaf = tree.add_leaf(tree.root, tuple(s))
+        leaf = tree.add_leaf(tree.root, encode_tokens(s))
         leaf.dev_full = p
     bare = (tracemalloc.get_traced_memory()[0] - before) / nodes
     leaves = [cache.match_prefix(s).device_node for s in seqs]

@@ -32,6 +32,7 @@ class CacheCounters:
     backup_pages: int = 0
     backups_refused: int = 0
     backups_failed: int = 0
+    aux_backups: int = 0
     device_evictions: int = 0
     full_pages_evicted: int = 0
     swa_pages_evicted: int = 0

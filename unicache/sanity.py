@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ from unicache.components.full import is_device_leaf
 from unicache.components.markers import FULL, MAMBA, SWA_IDX, SWA, Full, Mamba
 from unicache.tickets import BackupTicket, LoadBack
 from unicache.transfer.base import Tier
-from unicache.tree.node import Node
+from unicache.tree.node import TOKEN_BYTES, Node
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
@@ -127,24 +128,24 @@ def _check_structure(cache: UniCache, nodes: list[Node], ps: int, r: SanityRepor
             if x is not cache.root:
                 r.add("links", "a node without parent that is not the root", node=x)
             continue
-        if not x.key or len(x.key) % ps:
-            r.add("links", f"key length {len(x.key)} is not a positive multiple of {ps}", node=x)
+        klen, rest = divmod(len(x.kb), TOKEN_BYTES)
+        if rest or not klen or klen % ps:
+            r.add("links", f"key of {len(x.kb)} bytes is not a positive number of pages", node=x)
             continue
-        ck = x.key[0] if ps == 1 else x.key[:ps]
-        if parent.children.get(ck) is not x:
+        if parent.children.get(x.kb[: ps * TOKEN_BYTES]) is not x:
             r.add("links", f"parent {parent.id} does not list this node under its key", node=x)
-        if x.start != parent.end or x.end != x.start + len(x.key):
+        if x.start != parent.end or x.end != x.start + klen:
             r.add("links", f"positions [{x.start}, {x.end}) after parent end {parent.end}", node=x)
-        pages = len(x.key) // ps
+        pages = klen // ps
         for name, val in (
             ("dev_full", x.dev_full),
-            ("host_full", x.host_full),
+            ("host_full", x.host_pages),
             ("dev_swa", x.dev_swa),
-            ("host_swa", x.host_swa),
+            ("host_swa", x.host_swa_pages),
         ):
             if val is not None and len(val) != pages:
                 r.add("residency", f"{name} has {len(val)} pages for {pages}", node=x)
-        if x.dev_full is None and x.host_full is None:
+        if x.dev_full is None and x.host_pages is None:
             r.add("residency", "Full KV on neither tier", node=x, component="Full")
         if x.dev_full is not None and parent.dev_full is None:
             r.add("residency", "Full on device below a host-only parent", node=x, component="Full")
@@ -152,7 +153,7 @@ def _check_structure(cache: UniCache, nodes: list[Node], ps: int, r: SanityRepor
             r.add("residency", "SWA on device without Full on device", node=x, component="SWA")
         if x.dev_mamba is not None and x.dev_full is None:
             r.add("residency", "Mamba on device without Full on device", node=x, component="Mamba")
-        if cfg.swa_window is None and (x.dev_swa is not None or x.host_swa is not None):
+        if cfg.swa_window is None and (x.dev_swa is not None or x.host_swa_pages is not None):
             r.add("residency", "SWA data in a cache without SWA", node=x, component="SWA")
         if not cfg.mamba and (x.dev_mamba is not None or x.host_mamba is not None):
             r.add("residency", "Mamba data in a cache without Mamba", node=x, component="Mamba")
@@ -172,7 +173,7 @@ def _check_structure(cache: UniCache, nodes: list[Node], ps: int, r: SanityRepor
 def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
     owned: dict[tuple[type, Tier], list[int]] = {}
 
-    def own(comp: type, tier: Tier, slots: list[int] | None) -> None:
+    def own(comp: type, tier: Tier, slots: Sequence[int] | None) -> None:
         if slots:
             owned.setdefault((comp, tier), []).extend(slots)
 
@@ -180,9 +181,9 @@ def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
         if x.parent is None:
             continue
         own(Full, Tier.DEVICE, x.dev_full)
-        own(Full, Tier.HOST, x.host_full)
+        own(Full, Tier.HOST, x.host_pages)
         own(SWA, Tier.DEVICE, x.dev_swa)
-        own(SWA, Tier.HOST, x.host_swa)
+        own(SWA, Tier.HOST, x.host_swa_pages)
         own(Mamba, Tier.DEVICE, [x.dev_mamba] if x.dev_mamba is not None else None)
         own(Mamba, Tier.HOST, [x.host_mamba] if x.host_mamba is not None else None)
     for t in cache.live_tickets():
@@ -322,14 +323,14 @@ def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
             x = t.node
             covered = 0
             while x is not None and x.parent is not None and x.start >= t.full_start:
-                if x.host_full is None:
+                if x.host_pages is None:
                     r.add("ticket", f"load-back {t.id} reads a node with no host Full", node=x,
                           component="Full")
                 p = x.pins_full
                 if t.full is None or p is None or t.full not in p:
                     r.add("ticket", f"load-back {t.id} source not pinned by its Full lease",
                           node=x, component="Full", lease=t.full.id if t.full else None)
-                covered += len(x.key)
+                covered += x.end - x.start
                 x = x.parent
             if covered != len(t.full_dst) * ps:
                 r.add("ticket", f"load-back {t.id}: chain covers {covered} tokens, "
@@ -360,9 +361,9 @@ def _check_heaps(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
             r.add("lru", "device Mamba missing from the Mamba eviction heap", node=x)
         if x.dev_full is None and not x.children and not x.lru & host[FULL].bit:
             r.add("lru", "host leaf missing from the host eviction heap", node=x)
-        if x.host_swa is not None and not x.lru & host[SWA_IDX].bit:
+        if x.host_swa_pages is not None and not x.lru & host[SWA_IDX].bit:
             r.add("lru", "host SWA missing from the host SWA heap", node=x)
         if x.host_mamba is not None and not x.lru & host[MAMBA].bit:
             r.add("lru", "host Mamba missing from the host Mamba heap", node=x)
-        if x.dev_full is not None and x.host_full is not None and x.id not in dups:
+        if x.dev_full is not None and x.host_pages is not None and x.id not in dups:
             r.add("dups", "Full on both tiers but not tracked as a host duplicate", node=x)

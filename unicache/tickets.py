@@ -7,7 +7,9 @@ node under an in-flight copy leaves them valid.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from array import array
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 from leases import Borrowed, Held, Lease, consumes, linear
 
@@ -20,7 +22,68 @@ if TYPE_CHECKING:
     from unicache.components.markers import SWA, Full, Mamba
 
 Segment = tuple[int, list[int]]
-"""(start token position, pages): the pages of a contiguous token range, one per page."""
+"""(start token position, device pages): the pages of a contiguous token range, one per page."""
+
+HostSegment = tuple[int, "array[int]"]
+"""(start token position, host pages) of a backup, compact like every host page list."""
+
+P = TypeVar("P", list[int], "array[int]")
+
+
+def segment_parts(
+    bottom: Node, segments: list[tuple[int, P]], page_size: int
+) -> Iterator[tuple[Node, P]]:
+    """(node, its slice of a segment's pages) for each node on `bottom`'s path inside a segment.
+
+    Segments are kept by token position, so nodes split while the copy was in
+    flight still find their pages.
+    """
+    lo = min(s for s, _ in segments)
+    x: Node | None = bottom
+    while x is not None and x.parent is not None and x.end > lo:
+        for s, pages in segments:
+            if s <= x.start and x.end <= s + len(pages) * page_size:
+                yield x, pages[(x.start - s) // page_size : (x.end - s) // page_size]
+                break
+        x = x.parent
+
+
+def _release(holder: Borrowed[LockReceipt] | _Ticket, scopes: dict[int, list[Node]]) -> None:
+    """Release each lease `holder` still holds, once, and forget its scope.
+
+    A pin set left empty is dropped from its node (it is created again on the
+    next pin), so nodes pinned once do not keep an empty set for good.
+    """
+    full = holder.full
+    if full is not None:
+        holder.full = None
+        scope = scopes.pop(full.id, None)
+        full.release()
+        if scope is not None:
+            for x in scope:
+                p = x.pins_full
+                if p is not None and not p:
+                    x.pins_full = None
+    swa = holder.swa
+    if swa is not None:
+        holder.swa = None
+        scope = scopes.pop(swa.id, None)
+        swa.release()
+        if scope is not None:
+            for x in scope:
+                ps = x.pins_swa
+                if ps is not None and not ps:
+                    x.pins_swa = None
+    mamba = holder.mamba
+    if mamba is not None:
+        holder.mamba = None
+        scope = scopes.pop(mamba.id, None)
+        mamba.release()
+        if scope is not None:
+            for x in scope:
+                pm = x.pins_mamba
+                if pm is not None and not pm:
+                    x.pins_mamba = None
 
 
 @linear
@@ -90,22 +153,7 @@ class LockReceipt:
         """
         if scopes is not None and scopes is not self._scopes:
             raise ForeignObjectError("lock receipt", self.id, cache, self.cache)
-        scopes = self._scopes
-        full = self.full
-        if full is not None:
-            self.full = None
-            scopes.pop(full.id, None)
-            full.release()
-        swa = self.swa
-        if swa is not None:
-            self.swa = None
-            scopes.pop(swa.id, None)
-            swa.release()
-        mamba = self.mamba
-        if mamba is not None:
-            self.mamba = None
-            scopes.pop(mamba.id, None)
-            mamba.release()
+        _release(self, self._scopes)
 
 
 class _Ticket:
@@ -121,8 +169,6 @@ class _Ticket:
         "swa",
         "mamba",
         "full_start",
-        "full_dst",
-        "swa_segments",
         "job",
     )
 
@@ -135,8 +181,6 @@ class _Ticket:
     swa: Lease[SWA, Held] | None
     mamba: Lease[Mamba, Held] | None
     full_start: int
-    full_dst: list[int]
-    swa_segments: list[Segment]
     job: TransferJob | None
 
     def lease_ids(self) -> dict[str, int]:
@@ -151,21 +195,7 @@ class _Ticket:
 
     def release_leases(self, scopes: dict[int, list[Node]]) -> None:
         """Release every lease still held (a revoked one settles as stale)."""
-        full = self.full
-        if full is not None:
-            self.full = None
-            scopes.pop(full.id, None)
-            full.release()
-        swa = self.swa
-        if swa is not None:
-            self.swa = None
-            scopes.pop(swa.id, None)
-            swa.release()
-        mamba = self.mamba
-        if mamba is not None:
-            self.mamba = None
-            scopes.pop(mamba.id, None)
-            mamba.release()
+        _release(self, scopes)
 
 
 class LoadBack(_Ticket):
@@ -176,8 +206,13 @@ class LoadBack(_Ticket):
     `LoadBackTicket` that refers to it.
     """
 
-    __slots__ = ("full_tokens", "swa_tokens", "mamba_moved", "mamba_dst", "abandoned")
+    __slots__ = (
+        "full_dst", "swa_segments", "full_tokens", "swa_tokens", "mamba_moved", "mamba_dst",
+        "abandoned",
+    )
 
+    full_dst: list[int]
+    swa_segments: list[Segment]
     full_tokens: int
     swa_tokens: int
     mamba_moved: bool
@@ -293,8 +328,10 @@ class LoadBackTicket:
 class BackupTicket(_Ticket):
     """An in-flight device->host backup of a contiguous chain ending at `node`; cache-owned."""
 
-    __slots__ = ("mamba_slots", "_lease_consumed_by")
+    __slots__ = ("full_dst", "swa_segments", "mamba_slots", "_lease_consumed_by")
 
+    full_dst: array[int]
+    swa_segments: list[HostSegment]
     mamba_slots: list[tuple[Node, int]]
 
     def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: object) -> None:
@@ -307,7 +344,7 @@ class BackupTicket(_Ticket):
         self.swa = None
         self.mamba = None
         self.full_start = bottom.end
-        self.full_dst = []
+        self.full_dst = array("i")
         self.swa_segments = []
         self.job = None
         self.mamba_slots = []

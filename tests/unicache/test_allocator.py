@@ -8,8 +8,9 @@ from unicache import DoubleFreeError, InvalidSlotError
 from unicache.pools.allocator import SlotAllocator
 
 
-def test_alloc_free_accounting() -> None:
-    a = SlotAllocator("p", 8)
+@pytest.mark.parametrize("compact", [False, True])
+def test_alloc_free_accounting(compact: bool) -> None:
+    a = SlotAllocator("p", 8, compact=compact)
     x = a.alloc(3)
     assert x == [0, 1, 2] and a.used_count == 3 and a.free_count == 5
     assert a.alloc(6) is None and a.free_count == 5
@@ -22,8 +23,9 @@ def test_alloc_free_accounting() -> None:
         a.alloc(-1)
 
 
-def test_double_free_and_bad_slots_change_nothing() -> None:
-    a = SlotAllocator("p", 4)
+@pytest.mark.parametrize("compact", [False, True])
+def test_double_free_and_bad_slots_change_nothing(compact: bool) -> None:
+    a = SlotAllocator("p", 4, compact=compact)
     x = a.alloc(2)
     assert x is not None
     a.free([x[0]])
@@ -41,8 +43,9 @@ def test_double_free_and_bad_slots_change_nothing() -> None:
     a.check_used([x[1]])
 
 
-def test_quarantine_defers_until_released() -> None:
-    a = SlotAllocator("p", 4)
+@pytest.mark.parametrize("compact", [False, True])
+def test_quarantine_defers_until_released(compact: bool) -> None:
+    a = SlotAllocator("p", 4, compact=compact)
     x = a.alloc(3)
     assert x is not None
     a.quarantine(x[:2])
@@ -59,3 +62,39 @@ def test_quarantine_defers_until_released() -> None:
         a.release_quarantine([x[0]])
     with pytest.raises(InvalidSlotError):
         a.quarantine([x[0]])
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ([0, 1, 0], DoubleFreeError),  # listed twice: found after 0 and 1 were cleared
+        ([0, 1, 5], DoubleFreeError),  # 5 is free
+        ([0, 1, 8], InvalidSlotError),  # out of range (past the capacity)
+        ([0, 1, 17], InvalidSlotError),  # past the guard half
+        ([0, 1, -1], InvalidSlotError),  # negative ids would wrap: rejected too
+        ([0, -20], InvalidSlotError),
+    ],
+)
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_rejected_free_leaves_the_state_unchanged(
+    bad: list[int], error: type[Exception], compact: bool
+) -> None:
+    a = SlotAllocator("p", 8, compact=compact)
+    assert a.alloc(4) == [0, 1, 2, 3]
+    with pytest.raises(error):
+        a.free(bad)
+    assert a.used_count == 4 and not any(a.is_free(x) for x in range(4))
+    a.free([3, 1])
+    assert a.alloc(2) == [1, 3] and a.free_count == 4
+    a.free([0, 1, 2, 3])
+    assert sorted(a.alloc(8) or []) == list(range(8))
+
+
+def test_compact_allocator_hands_out_arrays() -> None:
+    a = SlotAllocator("p", 8, compact=True)
+    x = a.alloc_compact(3)
+    assert x is not None and x.typecode == "i" and x.tolist() == [0, 1, 2]
+    assert a.alloc(2) == [3, 4]
+    a.free(x)
+    a.free([3])
+    assert a.free_count == 7 and sorted(a.alloc(7) or []) == [0, 1, 2, 3, 5, 6, 7]

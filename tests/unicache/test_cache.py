@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 
 import pytest
 
+from leases import EventKind
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import chain
+from tests.unicache.support import Driver, ManualEngine, chain
 from unicache import (
     SWA,
+    CacheConfig,
     Full,
     InvalidArgumentError,
     InvalidSlotError,
@@ -17,6 +20,7 @@ from unicache import (
     Node,
     TicketStatus,
     Tier,
+    UniCache,
     UnknownNodeError,
 )
 
@@ -33,6 +37,10 @@ def _host(node: Node) -> list[int] | None:
 
 def _aux(node: Node) -> tuple[list[int] | None, int | None]:
     return node.dev_swa, node.dev_mamba
+
+
+def _states(node: Node) -> tuple[int | None, int | None]:
+    return node.dev_mamba, node.host_mamba
 
 
 def _alive(node: Node) -> bool:
@@ -77,7 +85,8 @@ def test_match_swa_window_and_mamba_end(make_cache: MakeCache) -> None:
 
 
 def test_swa_window_tombstone_blocks_anchor(make_cache: MakeCache) -> None:
-    cache, d = make_cache(swa_window=2)
+    # write_through below its threshold: nothing is backed up, so eviction loses SWA
+    cache, d = make_cache(swa_window=2, write_policy="write_through", write_through_threshold=99)
     a, b, c = chain(cache, d, SEQ[:6], [2, 4, 6])
     cache.match_prefix(SEQ[:6])
     cache.match_prefix(SEQ[:2])
@@ -399,3 +408,153 @@ def test_path_pages(make_cache: MakeCache) -> None:
     assert cache.path_pages(b, SWA) == (a.dev_swa or []) + (b.dev_swa or [])
     with pytest.raises(InvalidArgumentError):
         cache.path_pages(b, Full, Tier.HOST)
+
+
+def test_write_back_backs_up_a_device_only_mamba_state_before_evicting_it(
+    make_cache: MakeCache,
+) -> None:
+    cache, d = make_cache(write_policy="write_back", mamba=True)
+    (a,) = chain(cache, d, SEQ[:4], [4])
+    dev_state = a.dev_mamba
+    assert dev_state is not None and a.host_mamba is None and a.host_full is None
+    assert cache.evict_device(Mamba, 1) == 1
+    dev_state, host_state = _states(a)
+    assert dev_state is None and host_state is not None  # moved, not lost
+    assert _host(a) is None and _dev(a) is not None  # Full untouched
+    c = cache.counters
+    assert (c.aux_lost, c.aux_backups, c.backups, c.mamba_evicted) == (0, 1, 1, 1)
+    assert cache.in_flight() == 0 and not a.pinned()  # the sync backup settled
+    d.assert_ok()
+    m = cache.match_prefix(SEQ[:4])
+    assert m.device_len == 0 and m.anchor is a and m.mamba_host and m.worth_load_back
+    t = cache.load_back(a)
+    assert t is not None and t.full is None and t.mamba is not None
+    d.settle()
+    assert t.result().ok and a.dev_mamba is not None
+    d.assert_ok()  # the restored state holds the oracle's bytes
+
+
+def test_write_back_swa_eviction_backs_up_swa_and_its_cascaded_mamba(
+    make_cache: MakeCache,
+) -> None:
+    cache, d = make_cache(write_policy="write_back", mamba=True, swa_window=4)
+    (a,) = chain(cache, d, SEQ[:4], [4])
+    assert cache.evict_device(SWA, 1) == 4
+    assert (a.dev_swa, a.dev_mamba) == (None, None)
+    assert a.host_swa is not None and a.host_mamba is not None and a.host_full is None
+    assert cache.counters.aux_lost == 0 and cache.counters.aux_backups == 1
+    d.assert_ok()
+
+
+def test_write_back_full_demotion_backs_up_a_state_the_host_copy_lacks(
+    make_cache: MakeCache,
+) -> None:
+    cache, d = make_cache(write_policy="write_back", mamba=True)
+    assert d.compute(SEQ[:4], mamba=False) is not None
+    (a,) = cache.root.children.values()
+    assert cache.backup(a) is not None
+    d.settle()
+    assert a.host_full is not None and a.host_mamba is None
+    assert d.compute(SEQ[:4], 4) is not None  # the state arrives after the Full backup
+    assert a.dev_mamba is not None and a.host_mamba is None
+    assert cache.evict_device(Full, 4) == 4
+    assert _dev(a) is None and _states(a)[0] is None and _states(a)[1] is not None
+    assert cache.counters.aux_lost == 0 and cache.counters.demotions == 1
+    d.assert_ok()
+
+
+def test_write_back_state_is_lost_when_the_host_cannot_take_it(make_cache: MakeCache) -> None:
+    cache, d = make_cache(write_policy="write_back", mamba=True, mamba_host_slots=1, history=64)
+    (a,) = chain(cache, d, SEQ[:4], [4])
+    (x,) = chain(cache, d, [1, 2, 3, 4], [4])
+    assert cache.evict_device(Mamba, 1) == 1 and a.host_mamba is not None  # a is older
+    t = cache.load_back(a)  # in flight: its Mamba lease pins the only host state
+    assert t is not None and t.mamba is not None
+    assert cache.evict_device(Mamba, 1) == 1  # x: no host room can be made
+    c = cache.counters
+    assert x.dev_mamba is None and x.host_mamba is None
+    assert (c.aux_lost, c.backups_refused, c.aux_backups) == (1, 1, 1)
+    blocked = [e for e in cache.ledger.events() if e.kind is EventKind.EVICT_BLOCKED]
+    assert blocked and blocked[-1].nodes == (a.id,) and blocked[-1].component == "Mamba"
+    assert f"{t.mamba.id}" in blocked[-1].detail and "tier host" in blocked[-1].detail
+    d.settle()
+    assert t.result().ok
+    d.assert_ok()
+
+
+def test_write_back_async_aux_backup_completes_on_a_later_eviction(make_cache: MakeCache) -> None:
+    cache, d = make_cache(write_policy="write_back", mamba=True, sync_write_back=False)
+    (a,) = chain(cache, d, SEQ[:4], [4])
+    assert cache.evict_device(Mamba, 1) == 0  # backup submitted, not waited for
+    assert cache.in_flight() == 1 and a.dev_mamba is not None and a.pins_mamba
+    assert cache.evict_device(Mamba, 1) == 0  # still pinned by the backup's lease
+    d.settle()
+    assert a.host_mamba is not None
+    assert cache.evict_device(Mamba, 1) == 1 and cache.counters.aux_lost == 0
+    d.assert_ok()
+
+
+class _FailingFlush(ManualEngine):
+    """Every flushed job fails (write_back eviction's synchronous backups)."""
+
+    def flush(self, tickets: Collection[int] | None = None) -> None:
+        for ticket in list(self.jobs if tickets is None else tickets):
+            if ticket in self.jobs:
+                self.complete(ticket, ok=False)
+
+
+def test_write_back_victim_whose_backup_fails_is_dropped() -> None:
+    cache = UniCache(
+        CacheConfig(device_tokens=64, dtype="int32", device="cpu", kv_width=4, mamba=True),
+        _FailingFlush(),
+    )
+    d = Driver(cache)
+    a, b = chain(cache, d, SEQ[:8], [4, 8])
+    assert cache.evict_device(Full, 4) == 4  # b's backup failed: b is dropped, not kept
+    c = cache.counters
+    assert not b.alive and a.alive and a.dev_full is not None
+    assert (c.backups_failed, c.dropped_nodes) == (1, 1)
+    d.assert_ok()
+
+
+def test_pinned_eviction_candidates_are_recorded(make_cache: MakeCache) -> None:
+    cache, d = make_cache(write_policy="write_back", mamba=True, history=64)
+    (a,) = chain(cache, d, SEQ[:4], [4])
+    r = cache.lock(a)
+    assert cache.evict_device(Full, 4) == 0 and cache.evict_device(Mamba, 1) == 0
+    events = [e for e in cache.ledger.events() if e.kind is EventKind.EVICT_BLOCKED]
+    assert [(e.nodes, e.component) for e in events] == [((a.id,), "Full"), ((a.id,), "Mamba")]
+    assert r.full is not None and r.mamba is not None
+    assert str(r.full.id) in events[0].detail and "tier device" in events[0].detail
+    assert cache.counters.evict_blocked == 2
+    cache.unlock(r)
+    d.assert_ok()
+
+
+def _pin_sets(node: Node) -> tuple[object, object, object]:
+    return node.pins_full, node.pins_swa, node.pins_mamba
+
+
+def test_a_pin_set_left_empty_is_dropped(make_cache: MakeCache) -> None:
+    cache, d = make_cache(mamba=True, swa_window=4)
+    (a,) = chain(cache, d, SEQ[:4], [4])
+    r1 = cache.lock(a)
+    r2 = cache.lock(a)
+    assert all(p is not None for p in _pin_sets(a))
+    cache.unlock(r1)
+    assert a.pins_full is not None and r2.full in a.pins_full and len(a.pins_full) == 1
+    cache.unlock(r2)
+    assert _pin_sets(a) == (None, None, None)
+    d.assert_ok()
+
+
+def test_host_pages_are_compact_and_read_as_lists(make_cache: MakeCache) -> None:
+    cache, d = make_cache(swa_window=4)
+    (a,) = chain(cache, d, SEQ[:4], [4])
+    assert cache.backup(a) is not None
+    d.settle()
+    assert a.host_pages is not None and a.host_pages.typecode == "i"
+    assert a.host_full == a.host_pages.tolist() and isinstance(a.host_full, list)
+    assert a.host_swa is not None and a.host_swa == list(a.host_swa_pages or [])
+    assert cache.path_pages(a, Full, Tier.HOST) == a.host_full
+    d.assert_ok()

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from unicache.tree import RadixTree
+from unicache.tree import RadixTree, encode_tokens
 from unicache.tree.lru import LazyLRU
 
 
 def test_order_ties_and_lazy_touch() -> None:
     t = RadixTree(1)
-    a = t.add_leaf(t.root, (1, 2))
-    b = t.add_leaf(a, (3,))
-    c = t.add_leaf(t.root, (9,))
+    a = t.add_leaf(t.root, encode_tokens([1, 2]))
+    b = t.add_leaf(a, encode_tokens([3]))
+    c = t.add_leaf(t.root, encode_tokens([9]))
     for x, clk in ((a, 5), (b, 5), (c, 3)):
         x.last_access = clk
     lru = LazyLRU(1)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from array import array
+from typing import cast
 
-from unicache.tree import Node, RadixTree, common_pages
+import pytest
+
+from unicache import InvalidArgumentError
+from unicache.tree import Node, RadixTree, common_pages, decode_tokens, encode_tokens
 
 
 def test_common_pages() -> None:
@@ -14,20 +19,22 @@ def test_common_pages() -> None:
     assert common_pages((1, 2, 3, 4), (1, 2, 3, 5), 1) == 3
     assert common_pages((1, 2), (1, 2, 3, 4), 1) == 2
     assert common_pages(tuple(range(100)), tuple(range(57)) + (0,) * 43, 4) == 56
+    a, b = encode_tokens(range(100)), encode_tokens(list(range(57)) + [0] * 43)
+    assert common_pages(a, b, 4 * 8) == 56 * 8  # key bytes: pages in bytes
 
 
 def test_walk_split_keeps_lower_identity() -> None:
     splits: list[tuple[int, int]] = []
     t = RadixTree(2, on_split=lambda up, low: splits.append((up.id, low.id)))
-    a = t.add_leaf(t.root, (1, 2, 3, 4, 5, 6))
+    a = t.add_leaf(t.root, encode_tokens([1, 2, 3, 4, 5, 6]))
     a.dev_full = [10, 11, 12]
-    a.host_full = [20, 21, 22]
-    node, pos, path = t.walk((1, 2, 3, 4, 9, 9), 6)
+    a.host_pages = array("i", [20, 21, 22])
+    node, pos, path = t.walk(encode_tokens([1, 2, 3, 4, 9, 9]), 6)
     assert pos == 4 and path == [node] and node is not a
     assert node.key == (1, 2, 3, 4) and node.dev_full == [10, 11] and node.host_full == [20, 21]
     assert a.key == (5, 6) and a.start == 4 and a.end == 6 and a.parent is node
     assert a.dev_full == [12] and splits == [(node.id, a.id)]
-    node2, pos2, path2 = t.walk((1, 2, 3, 4, 5, 6, 7, 8), 8)
+    node2, pos2, path2 = t.walk(encode_tokens([1, 2, 3, 4, 5, 6, 7, 8]), 8)
     assert node2 is a and pos2 == 6 and path2 == [node, a]
     assert [x.id for x in t] == [t.root.id, node.id, a.id] and t.size == 3
     t.remove_leaf(a)
@@ -42,3 +49,12 @@ def test_bookkeeping_modules_do_not_import_torch() -> None:
         "unicache; assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_token_encoding() -> None:
+    ids = [0, 1, -5, 2**40, 150_000]
+    assert decode_tokens(encode_tokens(ids)) == tuple(ids)
+    assert encode_tokens(array("q", ids)) == encode_tokens(tuple(ids))
+    for bad in ([1, 2**63], [1.5], b"\x01"):
+        with pytest.raises(InvalidArgumentError):
+            encode_tokens(cast(list[int], bad))  # deliberately not int64 ids

@@ -122,9 +122,12 @@ class ReferenceModel:
         if toks.dim() != 1:
             raise ValueError(f"tokens must be 1-D, got shape {tuple(toks.shape)}")
         pos = torch.arange(start, start + toks.shape[0], dtype=torch.int64)
-        g = mix32(mix32(toks) ^ (pos * _POS & MASK32) ^ self.seed)
-        values = torch.cumsum(g, 0) + carry
+        values = torch.cumsum(self.token_terms(toks, pos), 0) + carry
         return PrefixHashes(toks, values)
+
+    def token_terms(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Each token's additive term of the prefix hash (``H[i] = sum of terms[:i + 1]``)."""
+        return mix32(mix32(tokens) ^ (positions * _POS & MASK32) ^ self.seed)
 
     def extend(self, prefix: PrefixHashes, more: torch.Tensor) -> PrefixHashes:
         """Hashes of ``prefix.tokens + more`` reusing the prefix's work."""
@@ -135,20 +138,35 @@ class ReferenceModel:
         folded = h ^ (h >> 32)
         return (mix32(folded.unsqueeze(-1) ^ salts) & self._mask).to(self.dtype)
 
+    def kv_rows(self, values: torch.Tensor) -> torch.Tensor:
+        """Full-attention KV rows for the given prefix hashes: shape ``(n, kv_width)``."""
+        return self._lanes(values, self._kv_salts)
+
+    def swa_rows(self, values: torch.Tensor) -> torch.Tensor:
+        """Sliding-window KV rows for the given prefix hashes: shape ``(n, swa_width)``."""
+        return self._lanes(values, self._swa_salts)
+
+    def mamba_at(self, last_hash: int, length: int) -> torch.Tensor:
+        """State after a prefix of ``length`` tokens whose hash is ``last_hash``: ``(mamba_width,)``."""
+        return self._lanes(torch.tensor(last_hash + length * _MAMBA_SALT, dtype=torch.int64), self._mamba_salts)
+
+    def mamba_rows(self, last_hashes: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """States after prefixes with the given hashes and lengths: ``(n, mamba_width)``."""
+        return self._lanes(last_hashes + lengths * _MAMBA_SALT, self._mamba_salts)
+
     def kv(self, h: PrefixHashes, begin: int, end: int) -> torch.Tensor:
         """Full-attention KV of tokens ``begin..end-1``: shape ``(end - begin, kv_width)``."""
         self._check_range(h, begin, end)
-        return self._lanes(h.values[begin:end], self._kv_salts)
+        return self.kv_rows(h.values[begin:end])
 
     def swa_kv(self, h: PrefixHashes, begin: int, end: int) -> torch.Tensor:
         """Sliding-window KV of tokens ``begin..end-1``: shape ``(end - begin, swa_width)``."""
         self._check_range(h, begin, end)
-        return self._lanes(h.values[begin:end], self._swa_salts)
+        return self.swa_rows(h.values[begin:end])
 
     def mamba_state(self, h: PrefixHashes, length: int) -> torch.Tensor:
         """Recurrent state after the first ``length`` tokens: shape ``(mamba_width,)``."""
-        last = torch.tensor(h.last(length) + length * _MAMBA_SALT, dtype=torch.int64)
-        return self._lanes(last, self._mamba_salts)
+        return self.mamba_at(h.last(length), length)
 
     def decode(self, h: PrefixHashes, count: int, vocab: int) -> PrefixHashes:
         """Greedy-decode ``count`` tokens after ``h`` (each depends on all before it)."""

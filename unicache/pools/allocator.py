@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
+from operator import length_hint
 
 from unicache.errors import DoubleFreeError, InvalidSlotError
 
@@ -10,31 +12,46 @@ from unicache.errors import DoubleFreeError, InvalidSlotError
 class SlotAllocator:
     """Hands out slot ids 0..capacity-1, lowest first; frees are checked, never clamped.
 
+    The free slots are a stack that never changes size (`_stack[:_top]`) and
+    `_used` holds one byte per slot, so bookkeeping allocates nothing while the
+    cache runs. The stack is a list of the slot ints (whose objects are shared
+    with every list `alloc` returns), or with `compact=True` an `array("i")`:
+    `alloc_compact` then hands out arrays, 4 bytes a slot, for holders that
+    keep many slots (host pools). `_used` is twice the capacity with an upper half that stays
+    0: an id out of range (negative ones wrap into that half) reads as "not
+    allocated" at no extra cost. `free` checks every slot (in range,
+    allocated, listed once); a bad call changes nothing.
+
     Quarantine: `quarantine(slots)` marks slots an unfinished copy may still
     touch (reference-counted, several copies may share a slot). Freeing a
     quarantined slot defers it until `release_quarantine` drops its count to
     zero. A slot is always exactly one of: free, used (possibly quarantined).
     """
 
-    __slots__ = ("name", "capacity", "_free", "_free_set", "_quarantine", "_deferred")
+    __slots__ = (
+        "name", "capacity", "compact", "_stack", "_top", "_used", "_quarantine", "_deferred"
+    )
 
-    def __init__(self, name: str, capacity: int) -> None:
+    def __init__(self, name: str, capacity: int, *, compact: bool = False) -> None:
         if capacity < 0:
             raise ValueError(f"pool {name}: capacity must be >= 0, got {capacity}")
         self.name = name
         self.capacity = capacity
-        self._free: list[int] = list(range(capacity - 1, -1, -1))
-        self._free_set: set[int] = set(self._free)
+        self.compact = compact
+        order = range(capacity - 1, -1, -1)
+        self._stack: list[int] | array[int] = array("i", order) if compact else list(order)
+        self._top = capacity
+        self._used = bytearray(2 * capacity)
         self._quarantine: dict[int, int] = {}
         self._deferred: set[int] = set()
 
     @property
     def free_count(self) -> int:
-        return len(self._free)
+        return self._top
 
     @property
     def used_count(self) -> int:
-        return self.capacity - len(self._free)
+        return self.capacity - self._top
 
     @property
     def quarantined_count(self) -> int:
@@ -42,48 +59,97 @@ class SlotAllocator:
 
     def alloc(self, n: int) -> list[int] | None:
         """`n` slots, or None (nothing taken) when fewer are free."""
-        free = self._free
-        if n > len(free):
+        out = self._take(n)
+        if out is None or isinstance(out, list):
+            return out
+        return out.tolist()
+
+    def alloc_compact(self, n: int) -> array[int] | None:
+        """Like `alloc`, as an `array("i")` (a compact allocator's native form)."""
+        out = self._take(n)
+        if out is None or isinstance(out, array):
+            return out
+        return array("i", out)
+
+    def _take(self, n: int) -> list[int] | array[int] | None:
+        top = self._top
+        if n > top:
             return None
         if n <= 0:
             if n < 0:
                 raise InvalidSlotError(self.name, [], f"cannot allocate {n} slots")
-            return []
-        out = free[-n:]
-        del free[-n:]
+            return self._stack[:0]
+        top -= n
+        out = self._stack[top : top + n]
         out.reverse()
-        self._free_set.difference_update(out)
+        self._top = top
+        used = self._used
+        for x in out:
+            used[x] = 1
         return out
-
-    def _check(self, slots: Sequence[int]) -> set[int]:
-        s = set(slots)
-        if len(s) != len(slots):
-            dup = sorted(x for x in s if slots.count(x) > 1)
-            raise DoubleFreeError(self.name, dup)
-        if s and (min(s) < 0 or max(s) >= self.capacity):
-            bad = sorted(x for x in s if not 0 <= x < self.capacity)
-            raise InvalidSlotError(self.name, bad, f"outside capacity {self.capacity}")
-        return s
 
     def free(self, slots: Sequence[int]) -> None:
         """Return used slots; quarantined ones wait for their quarantine to end."""
         if not slots:
             return
-        s = self._check(slots)
-        free_set = self._free_set
-        if not free_set.isdisjoint(s):
-            raise DoubleFreeError(self.name, sorted(free_set & s))
         if self._quarantine:
-            q = self._quarantine
-            held = [x for x in slots if x in q]
-            if held:
-                if not self._deferred.isdisjoint(held):
-                    raise DoubleFreeError(self.name, sorted(self._deferred.intersection(held)))
-                self._deferred.update(held)
-                s.difference_update(held)
-                slots = [x for x in slots if x not in q]
-        free_set.update(s)
-        self._free.extend(slots)
+            self._free_quarantined(slots)
+            return
+        used = self._used
+        it = iter(slots)
+        try:
+            for x in it:
+                if not used[x]:
+                    break
+                used[x] = 0
+            else:
+                top = self._top
+                n = len(slots)
+                stack = self._stack
+                if isinstance(stack, list):
+                    stack[top : top + n] = slots
+                else:
+                    stack[top : top + n] = slots if isinstance(slots, array) else array("i", slots)
+                self._top = top + n
+                return
+        except IndexError:
+            pass
+        for x in slots[: len(slots) - 1 - length_hint(it)]:
+            used[x] = 1
+        self._raise_bad_free(slots)
+
+    def _raise_bad_free(self, slots: Sequence[int]) -> None:
+        """The error for a `free` that found a slot out of range, listed twice or not allocated."""
+        cap = self.capacity
+        bad = sorted({x for x in slots if not 0 <= x < cap})
+        if bad:
+            raise InvalidSlotError(self.name, bad, f"outside capacity {cap}")
+        dup = sorted({x for x in slots if slots.count(x) > 1})
+        if dup:
+            raise DoubleFreeError(self.name, dup)
+        used = self._used
+        raise DoubleFreeError(self.name, sorted({x for x in slots if not used[x]}))
+
+    def _free_quarantined(self, slots: Sequence[int]) -> None:
+        s = set(slots)
+        if len(s) != len(slots):
+            raise DoubleFreeError(self.name, sorted(x for x in s if slots.count(x) > 1))
+        self.check_used(s)
+        q = self._quarantine
+        held = [x for x in slots if x in q]
+        if held:
+            if not self._deferred.isdisjoint(held):
+                raise DoubleFreeError(self.name, sorted(self._deferred.intersection(held)))
+            self._deferred.update(held)
+        used = self._used
+        stack = self._stack
+        top = self._top
+        for x in slots:
+            if x not in q:
+                used[x] = 0
+                stack[top] = x
+                top += 1
+        self._top = top
 
     def check_used(self, slots: Iterable[int]) -> None:
         """Raise `InvalidSlotError` unless every slot is allocated (not free, in range)."""
@@ -93,15 +159,18 @@ class SlotAllocator:
                 self.name, sorted(x for x in s if not 0 <= x < self.capacity),
                 f"outside capacity {self.capacity}",
             )
-        bad = self._free_set & s
+        used = self._used
+        bad = sorted(x for x in s if not used[x])
         if bad:
-            raise InvalidSlotError(self.name, sorted(bad), "are free, not allocated")
+            raise InvalidSlotError(self.name, bad, "are free, not allocated")
 
     def quarantine(self, slots: Iterable[int]) -> None:
         """Keep used slots from returning to the free list until `release_quarantine`."""
         q = self._quarantine
+        cap = self.capacity
+        used = self._used
         for x in slots:
-            if x in self._free_set:
+            if not 0 <= x < cap or not used[x]:
                 raise InvalidSlotError(self.name, [x], "are free and cannot be quarantined")
             q[x] = q.get(x, 0) + 1
 
@@ -121,12 +190,19 @@ class SlotAllocator:
                 self._deferred.discard(x)
                 freed.append(x)
         if freed:
-            self._free_set.update(freed)
-            self._free.extend(freed)
+            used = self._used
+            stack = self._stack
+            top = self._top
+            for x in freed:
+                used[x] = 0
+                stack[top] = x
+                top += 1
+            self._top = top
         return len(freed)
 
     def is_free(self, slot: int) -> bool:
-        return slot in self._free_set
+        return 0 <= slot < self.capacity and not self._used[slot]
+
 
     def quarantined(self) -> dict[int, int]:
         """Slot -> outstanding quarantine references (a copy)."""

@@ -8,7 +8,10 @@ from unicache.pools.allocator import SlotAllocator
 
 
 class KVPool:
-    """`data[page, offset, :]` holds one token's KV row; `alloc` hands out page ids."""
+    """`data[page, offset, :]` holds one token's KV row; `alloc` hands out page ids.
+
+    `compact=True` (host pools) makes the allocator hand out `array("i")` page lists.
+    """
 
     __slots__ = ("name", "data", "alloc", "page_size", "width", "device")
 
@@ -21,6 +24,7 @@ class KVPool:
         dtype: torch.dtype,
         device: torch.device,
         pin_memory: bool = False,
+        compact: bool = False,
     ) -> None:
         self.name = name
         self.page_size = page_size
@@ -29,7 +33,7 @@ class KVPool:
         self.data = torch.zeros(
             (pages, page_size, width), dtype=dtype, device=device, pin_memory=pin_memory
         )
-        self.alloc = SlotAllocator(name, pages)
+        self.alloc = SlotAllocator(name, pages, compact=compact)
 
     @property
     def row_shape(self) -> tuple[int, ...]:
@@ -49,12 +53,13 @@ class StatePool:
         dtype: torch.dtype,
         device: torch.device,
         pin_memory: bool = False,
+        compact: bool = False,
     ) -> None:
         self.name = name
         self.width = width
         self.device = device
         self.data = torch.zeros((slots, width), dtype=dtype, device=device, pin_memory=pin_memory)
-        self.alloc = SlotAllocator(name, slots)
+        self.alloc = SlotAllocator(name, slots, compact=compact)
 
     @property
     def row_shape(self) -> tuple[int, ...]:

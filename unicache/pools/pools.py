@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -64,12 +65,14 @@ class PoolSet:
             if comp is Mamba:
                 dev = StatePool(f"{name}.device", dev_cap, config.mamba_width, dtype, self.device)
                 host = StatePool(
-                    f"{name}.host", host_cap, config.mamba_width, dtype, self.host_device, pin
+                    f"{name}.host", host_cap, config.mamba_width, dtype, self.host_device, pin,
+                    compact=True,
                 )
             else:
                 dev = KVPool(f"{name}.device", dev_cap, ps, config.kv_width, dtype, self.device)
                 host = KVPool(
-                    f"{name}.host", host_cap, ps, config.kv_width, dtype, self.host_device, pin
+                    f"{name}.host", host_cap, ps, config.kv_width, dtype, self.host_device, pin,
+                    compact=True,
                 )
             self._by_key[(comp, Tier.DEVICE)] = dev
             self._by_key[(comp, Tier.HOST)] = host
@@ -92,7 +95,9 @@ class PoolSet:
     def pools(self) -> list[Pool]:
         return list(self._by_key.values())
 
-    def _index(self, slots: list[int], device: torch.device) -> torch.Tensor:
+    def _index(self, slots: Sequence[int], device: torch.device) -> torch.Tensor:
+        if isinstance(slots, array) and slots:
+            return torch.frombuffer(slots, dtype=torch.int32).to(device, torch.long)
         return torch.tensor(slots, dtype=torch.long, device=device)
 
     def copy(self, op: CopyOp) -> None:
@@ -148,7 +153,7 @@ class PoolSet:
         gathered_ref = [gathered]
         return scatter
 
-    def write(self, component: type, tier: Tier, slots: list[int], data: torch.Tensor) -> None:
+    def write(self, component: type, tier: Tier, slots: Sequence[int], data: torch.Tensor) -> None:
         """Store rows (shape `[len(slots), *row_shape]`) into the given slots."""
         pool = self.pool(component, tier)
         expected = (len(slots), *pool.row_shape)
@@ -160,7 +165,7 @@ class PoolSet:
             0, self._index(slots, pool.data.device), data.to(pool.data.device, pool.data.dtype)
         )
 
-    def read(self, component: type, tier: Tier, slots: list[int]) -> torch.Tensor:
+    def read(self, component: type, tier: Tier, slots: Sequence[int]) -> torch.Tensor:
         """A CPU copy of the rows in `slots`."""
         pool = self.pool(component, tier)
         return pool.data.index_select(0, self._index(slots, pool.data.device)).cpu()

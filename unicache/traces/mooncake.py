@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import torch
 
@@ -45,12 +45,12 @@ def block_tokens(block_ids: list[int], tokens_per_block: int) -> torch.Tensor:
 def open_bundled_mooncake() -> IO[bytes]:
     """The Mooncake conversation trace shipped as package data (gzipped JSONL)."""
     ref = resources.files("unicache").joinpath("data", BUNDLED_MOONCAKE)
-    return gzip.open(io.BytesIO(ref.read_bytes()))
+    return cast(IO[bytes], gzip.open(io.BytesIO(ref.read_bytes())))
 
 
 def _open(path: Path) -> IO[bytes]:
     if path.suffix == ".gz":
-        return gzip.open(path)
+        return cast(IO[bytes], gzip.open(path))
     return path.open("rb")
 
 

@@ -72,8 +72,8 @@ class Trace:
 def count_unique_prefix_tokens(requests: list[TraceRequest]) -> int:
     """Number of distinct (position, prefix) pairs over all prompts.
 
-    Two independent position-aware additive hashes identify each prefix; a
-    collision would need both 32-bit-per-token sums to agree.
+    Two independent position-aware additive hashes, packed into one 63-bit key,
+    identify each prefix; a collision needs 31 + 32 hash bits to agree.
     """
     from unicache.engine.reference import mix32
 
@@ -85,5 +85,5 @@ def count_unique_prefix_tokens(requests: list[TraceRequest]) -> int:
         pos = torch.arange(toks.shape[0], dtype=torch.int64)
         a = torch.cumsum(mix32(mix32(toks) ^ mix32(pos)), 0)
         b = torch.cumsum(mix32(mix32(toks ^ 0x5BD1E995) ^ mix32(pos ^ 0x27D4EB2F)), 0)
-        keys.append(torch.stack([a, b], 1))
-    return int(torch.unique(torch.cat(keys), dim=0).shape[0])
+        keys.append(((a & 0x7FFFFFFF) << 32) | (b & 0xFFFFFFFF))
+    return int(torch.unique(torch.cat(keys)).shape[0])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,13 +31,22 @@ class CopyOp:
     """Copy rows `src` of `component`'s `src_tier` pool into rows `dst` of its `dst_tier` pool.
 
     Rows are pages (Full, SWA) or state slots (Mamba); `src[i]` goes to
-    `dst[i]`. Treat as immutable.
+    `dst[i]`. The slot sequences are lists or `array("i")` (host pages are
+    kept compact); treat them, and the op, as immutable.
     """
 
     __slots__ = ("component", "src_tier", "dst_tier", "src", "dst")
 
+    src: Sequence[int]
+    dst: Sequence[int]
+
     def __init__(
-        self, component: type, src_tier: Tier, dst_tier: Tier, src: list[int], dst: list[int]
+        self,
+        component: type,
+        src_tier: Tier,
+        dst_tier: Tier,
+        src: Sequence[int],
+        dst: Sequence[int],
     ) -> None:
         self.component = component
         self.src_tier = src_tier

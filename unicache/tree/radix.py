@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterator
 from itertools import count
+from typing import TypeVar
 
-from unicache.tree.node import ChildKey, Node
+from unicache.tree.node import TOKEN_BYTES, Node
+
+K = TypeVar("K", bytes, tuple[int, ...])
 
 
-def common_pages(a: tuple[int, ...], b: tuple[int, ...], page_size: int) -> int:
-    """Length in tokens of the longest common prefix of `a` and `b`, in whole pages."""
+def common_pages(a: K, b: K, page_size: int) -> int:
+    """Length of the longest common prefix of `a` and `b` in whole pages of `page_size` items.
+
+    Works on token tuples and on key bytes (pass the page size in bytes then).
+    """
     limit = min(len(a), len(b))
     limit -= limit % page_size
     if a[:limit] == b[:limit]:
@@ -27,11 +34,14 @@ def common_pages(a: tuple[int, ...], b: tuple[int, ...], page_size: int) -> int:
 class RadixTree:
     """The tree of one cache epoch. Node ids come from `ids`, shared across epochs.
 
-    `on_split(upper, lower)` runs after every split so the cache can carry pins,
-    eviction-heap entries and bookkeeping over to the new upper fragment.
+    Keys are bytes (`encode_tokens`); a parent's `children` maps the bytes of a
+    child's first page to the child. Positions and lengths given to the methods
+    are in tokens. `on_split(upper, lower)` runs after every split so the cache
+    can carry pins, eviction-heap entries and bookkeeping over to the new upper
+    fragment.
     """
 
-    __slots__ = ("page_size", "root", "ids", "on_split", "size", "owner")
+    __slots__ = ("page_size", "page_bytes", "root", "ids", "on_split", "size", "owner")
 
     def __init__(
         self,
@@ -41,43 +51,41 @@ class RadixTree:
         on_split: Callable[[Node, Node], None] | None = None,
     ) -> None:
         self.page_size = page_size
+        self.page_bytes = page_size * TOKEN_BYTES
         self.ids = ids if ids is not None else count(1)
         self.owner = owner
         self.on_split = on_split
-        self.root = Node(next(self.ids), None, (), 0, owner)
+        self.root = Node(next(self.ids), None, b"", 0, owner)
         self.root.dev_full = []
-        self.root.host_full = []
+        self.root.host_pages = array("i")
         self.size = 1
 
-    def child_key(self, tokens: tuple[int, ...], pos: int) -> ChildKey:
-        ps = self.page_size
-        return tokens[pos] if ps == 1 else tokens[pos : pos + ps]
+    def walk(self, tb: bytes, n: int) -> tuple[Node, int, list[Node]]:
+        """Follow the first `n` tokens of `tb` (n whole pages) as far as the tree goes.
 
-    def walk(self, tokens: tuple[int, ...], n: int) -> tuple[Node, int, list[Node]]:
-        """Follow `tokens[:n]` (n whole pages) as far as the tree goes, splitting a partial edge.
-
-        Returns the deepest node reached, its end position, and the path below the root.
+        A partly matching edge is split. Returns the deepest node reached, its
+        end position (tokens), and the path below the root.
         """
-        ps = self.page_size
+        w = self.page_bytes
+        nb = n * TOKEN_BYTES
         node = self.root
         pos = 0
         path: list[Node] = []
-        while pos < n:
-            child = node.children.get(tokens[pos] if ps == 1 else tokens[pos : pos + ps])
+        while pos < nb:
+            child = node.children.get(tb[pos : pos + w])
             if child is None:
                 break
-            key = child.key
-            klen = len(key)
-            if pos + klen <= n and tokens[pos : pos + klen] == key:
-                pos += klen
+            kb = child.kb
+            if tb.startswith(kb, pos, nb):
+                pos += len(kb)
                 node = child
                 path.append(child)
                 continue
-            m = common_pages(tokens[pos:n], key, ps)
-            upper = self.split(child, m)
+            m = common_pages(tb[pos:nb], kb, w)
+            upper = self.split(child, m // TOKEN_BYTES)
             path.append(upper)
-            return upper, pos + m, path
-        return node, pos, path
+            return upper, (pos + m) // TOKEN_BYTES, path
+        return node, pos // TOKEN_BYTES, path
 
     def split(self, node: Node, m: int) -> Node:
         """Cut `node` after `m` tokens; the new upper fragment gets a fresh id.
@@ -86,10 +94,12 @@ class RadixTree:
         children and Mamba state, so handles to it keep meaning the same prefix.
         """
         ps = self.page_size
-        assert 0 < m < len(node.key) and m % ps == 0, (node.id, m)
+        assert 0 < m < node.end - node.start and m % ps == 0, (node.id, m)
         parent = node.parent
         assert parent is not None
-        upper = Node(next(self.ids), parent, node.key[:m], node.start, self.owner)
+        mb = m * TOKEN_BYTES
+        kb = node.kb
+        upper = Node(next(self.ids), parent, kb[:mb], node.start, self.owner)
         pages = m // ps
         upper.last_access = node.last_access
         upper.hits = node.hits
@@ -98,38 +108,37 @@ class RadixTree:
         if node.dev_full is not None:
             upper.dev_full = node.dev_full[:pages]
             node.dev_full = node.dev_full[pages:]
-        if node.host_full is not None:
-            upper.host_full = node.host_full[:pages]
-            node.host_full = node.host_full[pages:]
+        if node.host_pages is not None:
+            upper.host_pages = node.host_pages[:pages]
+            node.host_pages = node.host_pages[pages:]
         if node.dev_swa is not None:
             upper.dev_swa = node.dev_swa[:pages]
             node.dev_swa = node.dev_swa[pages:]
-        if node.host_swa is not None:
-            upper.host_swa = node.host_swa[:pages]
-            node.host_swa = node.host_swa[pages:]
-        node.key = node.key[m:]
+        if node.host_swa_pages is not None:
+            upper.host_swa_pages = node.host_swa_pages[:pages]
+            node.host_swa_pages = node.host_swa_pages[pages:]
+        node.kb = kb[mb:]
         node.start += m
         node.parent = upper
-        upper.children[node.key[0] if ps == 1 else node.key[:ps]] = node
-        parent.children[upper.key[0] if ps == 1 else upper.key[:ps]] = upper
+        w = self.page_bytes
+        upper.children[kb[mb : mb + w]] = node
+        parent.children[kb[:w]] = upper
         self.size += 1
         if self.on_split is not None:
             self.on_split(upper, node)
         return upper
 
-    def add_leaf(self, parent: Node, key: tuple[int, ...]) -> Node:
-        """Attach a new node for `key` below `parent` (no residency yet)."""
-        ps = self.page_size
-        node = Node(next(self.ids), parent, key, parent.end, self.owner)
-        parent.children[key[0] if ps == 1 else key[:ps]] = node
+    def add_leaf(self, parent: Node, kb: bytes) -> Node:
+        """Attach a new node for key bytes `kb` below `parent` (no residency yet)."""
+        node = Node(next(self.ids), parent, kb, parent.end, self.owner)
+        parent.children[kb[: self.page_bytes]] = node
         self.size += 1
         return node
 
     def remove_leaf(self, node: Node) -> None:
         """Detach a childless node; it stops being alive."""
         assert not node.children and node.parent is not None, node.id
-        ps = self.page_size
-        del node.parent.children[node.key[0] if ps == 1 else node.key[:ps]]
+        del node.parent.children[node.kb[: self.page_bytes]]
         node.alive = False
         self.size -= 1
 

@@ -1,0 +1,131 @@
+"""`unicache repl --dump FILE`: inspect a crash dump read-only; live commands are refused by name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.repl.conftest import RunRepl
+from unicache.dump import load_dump
+
+CRASH_MOMENT = """\
+new --components full,mamba --transfer manual --device-tokens 32 --mamba-slots 8
+insert 1..8
+insert 1..8 9..12
+backup t:1..8
+backup t:1..12
+ack all
+evict device 32
+load-back t:1..12
+withhold T3
+load-back t:1..8
+dump {dump}
+"""
+
+
+@pytest.fixture
+def crash_dump(repl: RunRepl, tmp_path: Path) -> Path:
+    """A dump taken at the production-crash moment: two load-backs in flight pinning one node."""
+    path = tmp_path / "crash.json"
+    run = repl(CRASH_MOMENT.format(dump=path))
+    assert run.status == 0 and run.last("dump")["file"] == str(path.resolve())
+    return path
+
+
+def test_inspect_a_dump(repl: RunRepl, crash_dump: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again.json"
+    run = repl(f"""\
+        tree
+        pins t:1..8
+        leases --component mamba
+        lease L7
+        history t:1..8
+        history T3
+        tickets
+        events --kind acquire --last 0
+        stats
+        check
+        assert shared t:1..8
+        assert two-components t:1..8
+        assert counter live == 4
+        assert clean
+        dot -
+        dump {again}
+        """, "--dump", str(crash_dump))
+    assert run.status == 0, run.failures()
+    pins = run.last("pins")
+    assert {c: sorted(x["id"] for x in v["leases"]) for c, v in pins["components"].items()} == {
+        "full": [7, 9], "mamba": [10]}
+    owners = {x["owner"] for v in pins["components"].values() for x in v["leases"]}
+    assert owners == {"load_back#3@3", "load_back#4@2"}
+    assert [x["id"] for x in run.last("leases")["leases"]] == [8, 10]
+    lease = run.last("lease")
+    assert lease["live"] and lease["lease"]["tickets"] == [3] and lease["lease"]["nodes"] == [2, 3]
+    assert lease["lease"]["site"] is not None and lease["lease"]["site"].endswith(":load_back")
+    tickets = run.last("tickets")
+    assert [(t["id"], t["withheld"], t["held_by_session"]) for t in tickets["tickets"]] == [
+        (3, True, False), (4, False, False)]
+    assert {e["lease"] for e in run.of("history")[1]["events"]} == {7, 8}
+    assert run.last("check") == {**run.last("check"), "recorded": True, "clean": True, "violations": []}
+    assert load_dump(again).to_json() == load_dump(crash_dump).to_json()
+
+
+def test_live_commands_are_refused_on_a_dump(repl: RunRepl, crash_dump: Path) -> None:
+    live = ["insert 1..4", "match 1..4", "lock #2", "unlock R1", "backup #2", "evict device 1", "reclaim",
+            "load-back #2", "ack T3", "withhold T3", "reset", "step", "run until idle"]
+    run = repl("".join(f"! {c}\n" for c in live), "--dump", str(crash_dump))
+    assert run.status == 0
+    assert [e["error"]["type"] for e in run.out] == ["NeedsLiveCacheError"] * len(live)
+    assert all("read-only" in e["error"]["message"] and f"'{e['cmd']}'" in e["error"]["message"] for e in run.out)
+
+
+def test_new_leaves_the_dump_for_a_live_cache(repl: RunRepl, crash_dump: Path) -> None:
+    run = repl("new\ninsert 1..4\ntree\n", "--dump", str(crash_dump))
+    assert run.status == 0 and [n["id"] for n in run.last("tree")["nodes"]] == [1, 2]
+
+
+def test_banner_names_the_error(repl: RunRepl, crash_dump: Path, tmp_path: Path) -> None:
+    doc = json.loads(crash_dump.read_text())
+    doc["error"] = {"type": "CorruptionError", "module": "unicache.engine.errors", "message": "bad bytes at #2",
+                    "traceback": [], "ids": {"node_id": 2}}
+    doc["seed"], doc["step"] = 7, 1234
+    doc["extra"] = {"reproduce": "unicache replay --seed 7"}
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    run = repl("stats\n", "--dump", str(edited), json_mode=False)
+    assert run.status == 0
+    assert "error: CorruptionError: bad bytes at #2" in run.text
+    assert "seed 7, step 1234" in run.text and "reproduce: unicache replay --seed 7" in run.text
+
+
+def test_invalid_dump_is_refused(repl: RunRepl, crash_dump: Path, tmp_path: Path) -> None:
+    doc = json.loads(crash_dump.read_text())
+    doc["tree"]["nodes"][1]["components"]["full"]["pins"] = [999]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    run = repl("tree\n", "--dump", str(bad))
+    assert run.status == 2
+    assert run.out[0]["error"]["type"] == "DumpFormatError"
+    assert "tree.nodes[1].components.full.pins" in run.out[0]["error"]["message"]
+
+
+
+def test_conditions_read_the_dump(repl: RunRepl, crash_dump: Path, tmp_path: Path) -> None:
+    doc = json.loads(crash_dump.read_text())
+    run = repl("assert leak --not\nassert stale-ack --not\nassert violation --not\nassert multi-pin t:1..8\n"
+               "assert unpinned t:1..8 --not\nassert counter full.device.quarantined == 0\n", "--dump", str(crash_dump))
+    assert run.status == 0, run.failures()
+    doc["ledger"]["counters"]["leaked"] = 1
+    doc["ledger"]["leaks"] = [{"id": 99, "component": "full", "owner": "lock#9", "generation": 0,
+                               "site": "engine.py:12:run"}]
+    doc["counters"]["stale_acks"] = 2
+    doc["sanity"] = {"ok": False, "violations": [{"kind": "pins", "node": 2, "component": "full", "lease": 7,
+                                                  "detail": "pin set differs from the lease's scope"}]}
+    edited = tmp_path / "leaky.json"
+    edited.write_text(json.dumps(doc))
+    run = repl("assert leak\nassert stale-ack\nassert violation\ncheck\nstats\n", "--dump", str(edited))
+    assert run.status == 0, run.failures()
+    assert run.last("check")["clean"] is False and run.last("check")["violations"][0]["lease"] == 7
+    assert run.last("stats")["leaks"][0]["site"] == "engine.py:12:run"

@@ -1,0 +1,93 @@
+"""The `unicache` command line: replay and simulate end to end, usage errors, the repl hand-off."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from unicache.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+from unicache.engine.report import REQUIRED_KEYS
+
+
+def test_replay_writes_report_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report_path = tmp_path / "out" / "report.json"
+    plot_path = tmp_path / "out" / "run.png"
+    status = main(["replay", "--requests", "60", "--tokens-per-block", "8", "--no-progress",
+                   "--components", "full,swa,mamba", "--faults", "delay,reorder,duplicate,fail",
+                   "--report", str(report_path), "--plot", str(plot_path), "--crash-dir", str(tmp_path / "crash")])
+    assert status == EXIT_OK
+    report = json.loads(report_path.read_text())
+    assert set(REQUIRED_KEYS) <= set(report)
+    assert report["requests"] == 60 and report["corruptions"] == 0 and report["errors"] == 0
+    assert report["configuration"] == "Full+SWA+Mamba ps=1 write_back"
+    assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = capsys.readouterr().out
+    assert "unicache replay" in out and "leaked leases" in out and "corruptions" in out
+
+
+def test_replay_json_output_and_explicit_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "wl.jsonl"
+    trace.write_text("".join(json.dumps({"id": i, "session": 0, "turn": i, "tokens": list(range(1, 20 + 4 * i))})
+                             + "\n" for i in range(6)))
+    status = main(["replay", "--trace", str(trace), "--no-progress", "--json", "--transfer", "immediate",
+                   "--faults", "none", "--components", "full", "--device-tokens", "64", "--page-size", "2"])
+    assert status == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["requests"] == 6 and report["device_hit_tokens"] > 0
+    assert report["cache_config"]["device_tokens"] == 64 and report["transfer"] == "ImmediateEngine"
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--components", "mamba"],
+    ["replay", "--faults", "meteor"],
+    ["replay", "--trace", "/nonexistent/trace.jsonl", "--no-progress"],
+    ["replay", "--requests", "5", "--device-tokens", "7", "--page-size", "2", "--no-progress"],
+    ["simulate", "--components", "swa"],
+    ["simulate", "--chaos", "volcano"],
+])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == EXIT_USAGE
+    assert capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["replay", "--requests", "0"], ["replay", "--transfer", "rdma"],
+                                  ["simulate", "--steps", "x"]])
+def test_argparse_rejects_bad_values(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == EXIT_USAGE
+    out = capsys.readouterr().out
+    assert "replay" in out and "simulate" in out and "repl" in out
+
+
+def test_simulate_a_few_seeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["simulate", "--seeds", "2", "--first-seed", "4", "--steps", "25", "--no-progress",
+                   "--crash-dir", str(tmp_path)])
+    assert status == EXIT_OK
+    assert "all 2 seed(s) passed" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_failure_reports_reproduction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["simulate", "--seed", "3", "--steps", "30", "--no-progress", "--inject", "corrupt",
+                   "--no-shrink", "--crash-dir", str(tmp_path)])
+    assert status == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "reproduce: unicache simulate --seed 3" in out and "crash dump:" in out
+    assert len(list(tmp_path.glob("unicache-crash-*.json"))) == 1
+
+
+def test_repl_arguments_are_handed_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "s.repl"
+    script.write_text("new --components full --device-tokens 16\ninsert 1..8\nmatch 1..8\n")
+    status = main(["repl", "--script", str(script), "--json"])
+    assert status == EXIT_OK
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [d["cmd"] for d in lines] == ["new", "insert", "match"]
+    assert lines[-1]["device_len"] == 8

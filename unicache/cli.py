@@ -1,0 +1,208 @@
+"""The `unicache` command: `replay`, `simulate` and `repl` subcommands.
+
+Parsing only; the work lives in :mod:`unicache.engine` (imported when a
+subcommand runs, so `unicache --help` stays fast). `unicache repl ...` hands
+its arguments to :func:`unicache.repl.main` untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip().lower() for part in text.split(",") if part.strip())
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return value
+
+
+def _indices(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of integers") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: indices must be >= 0")
+    return values
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return value
+
+
+def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
+    g = p.add_argument_group("cache")
+    g.add_argument("--components", type=_csv, default=_csv(components), metavar="LIST",
+                   help=f"comma list of full, swa, mamba (full is required; default {components})")
+    g.add_argument("--page-size", type=_positive, default=1, metavar="N", help="tokens per page (default 1)")
+    g.add_argument("--device-tokens", type=_positive, default=None, metavar="N",
+                      help="Full device capacity in tokens (default: unique prompt tokens / ratio, "
+                           "at least twice the longest request)")
+    g.add_argument("--hicache-ratio", type=_ratio, default=12.0, metavar="R",
+                   help="host:device capacity ratio (default 12)")
+    g.add_argument("--mamba-slots", type=_positive, default=64, metavar="N",
+                   help="device Mamba state slots (default 64)")
+    g.add_argument("--swa-window", type=_positive, default=64, metavar="W",
+                   help="SWA window in tokens (default 64)")
+    g.add_argument("--write-policy", choices=("write_back", "write_through"), default="write_back",
+                   help="host backup policy (default write_back)")
+    g.add_argument("--load-back-threshold", type=_non_negative, default=0, metavar="N",
+                   help="Full host tokens a load-back must move to be worth it (default 0, i.e. 1)")
+
+
+def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
+    g = p.add_argument_group("transfers")
+    g.add_argument("--transfer", choices=("auto", "immediate", "simulated", "cuda"), default="auto",
+                   help="transfer engine (auto: cuda when a GPU is present, else simulated)")
+    g.add_argument("--faults", type=_csv, default=_csv(faults), metavar="LIST",
+                   help=f"simulated faults: comma list of delay, reorder, duplicate, fail, or none "
+                        f"(default {faults})")
+    g.add_argument("--seed", type=int, default=0, help="seed of the simulated engine and reference model")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="unicache", description="Unified hierarchical radix prefix cache with leased pins.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    rp = sub.add_parser("replay", help="replay a trace through a cache and report",
+                        description="Replay a trace (the bundled Mooncake trace by default), checking every "
+                                    "reused byte against the reference model.")
+    g = rp.add_argument_group("trace")
+    g.add_argument("--trace", default="mooncake", metavar="PATH",
+                   help="mooncake (bundled, default), multiturn:SEED (synthetic), or a JSONL file "
+                        "(Mooncake hash_ids or explicit tokens, optionally .gz)")
+    g.add_argument("--requests", type=_positive, default=1000, metavar="N", help="requests to replay (default 1000)")
+    g.add_argument("--start", type=_non_negative, default=0, metavar="K", help="skip the first K requests")
+    g.add_argument("--tokens-per-block", type=_positive, default=None, metavar="B",
+                   help="tokens per 512-token Mooncake block (scale; default 512, the real size)")
+    _add_cache_options(rp, components="full,mamba")
+    _add_transfer_options(rp, faults="delay,reorder")
+    g = rp.add_argument_group("engine")
+    g.add_argument("--max-running", type=_positive, default=16, metavar="N", help="requests in flight (default 16)")
+    g.add_argument("--decode-per-step", type=_positive, default=4, metavar="N",
+                   help="output tokens each request decodes per step (default 4)")
+    g.add_argument("--cache-chunk", type=_positive, default=None, metavar="N",
+                   help="cache prompts up to a multiple of N tokens after prefill (default: the block "
+                        "size for Mooncake, else the page size)")
+    g.add_argument("--no-branch-states", action="store_true",
+                   help="Mamba: cache states only where requests end, not also at branch points")
+    g.add_argument("--check-every", type=_non_negative, default=0, metavar="N",
+                   help="run the sanity check every N steps (default: only at the end)")
+    g.add_argument("--no-verify", action="store_true", help="skip the data oracle (benchmarks only)")
+    g.add_argument("--no-data", action="store_true",
+                   help="bookkeeping only: no KV/state computed, stored, copied or checked (benchmarks only)")
+    g = rp.add_argument_group("leases")
+    g.add_argument("--strict", action="store_true", help="strict lease ledger (a leak raises)")
+    g.add_argument("--debug", action="store_true", help="record acquisition sites of leases")
+    g.add_argument("--history", type=_non_negative, default=1024, metavar="N", help="flight-recorder size")
+    g = rp.add_argument_group("output")
+    g.add_argument("--report", type=Path, default=None, metavar="PATH.json", help="write the JSON report")
+    g.add_argument("--plot", type=Path, default=None, metavar="PATH.png",
+                   help="plot occupancy, in-flight load-backs and live leases over the run")
+    g.add_argument("--crash-dir", type=Path, default=Path("unicache-crash"), metavar="DIR",
+                   help="where crash dumps go (default ./unicache-crash)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+
+    sp = sub.add_parser("simulate", help="deterministic fault-injection runs with invariants after every step",
+                        description="Run seeded simulations: small caches, synthetic multi-turn requests, every "
+                                    "transfer fault, resets, aborts and forced evictions; the sanity check, "
+                                    "ownership invariants and the whole-tree data oracle run after every step.")
+    sp.add_argument("--seeds", type=_positive, default=10, metavar="N", help="number of seeds (default 10)")
+    sp.add_argument("--first-seed", type=int, default=0, metavar="S", help="first seed (default 0)")
+    sp.add_argument("--seed", type=int, default=None, metavar="S", help="run exactly this one seed")
+    sp.add_argument("--steps", type=_positive, default=200, metavar="M", help="steps per seed (default 200)")
+    sp.add_argument("--components", type=_csv, default=None, metavar="LIST",
+                    help="comma list of full, swa, mamba (default: rotate Full, Full+Mamba, Full+SWA, "
+                         "Full+SWA+Mamba by seed)")
+    sp.add_argument("--faults", type=_csv, default=_csv("delay,reorder,duplicate,fail"), metavar="LIST",
+                    help="simulated faults (default all)")
+    sp.add_argument("--page-size", type=_positive, default=None, metavar="N",
+                    help="page size (default: 1 or 2 by seed)")
+    sp.add_argument("--write-policy", choices=("write_back", "write_through"), default=None,
+                    help="default: by seed")
+    sp.add_argument("--chaos", type=_csv, default=_csv("reset,evict,evict_host,reclaim,backup,abort"),
+                    metavar="LIST", help="operations injected between steps: reset, evict, evict_host, reclaim, "
+                                         "backup, abort, or none (default all)")
+    sp.add_argument("--keep", type=_indices, default=None, metavar="I,J,...",
+                    help="replay only these requests of the seed's workload (what shrinking prints)")
+    sp.add_argument("--crash-dir", type=Path, default=Path("unicache-crash"), metavar="DIR",
+                    help="where crash dumps and shrunk scripts go")
+    sp.add_argument("--no-shrink", action="store_true", help="do not shrink a failing seed")
+    sp.add_argument("--inject", default=None, help=argparse.SUPPRESS)
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sub.add_parser("repl", help="the lease debugging REPL (unicache repl --help)", add_help=False)
+    return parser
+
+
+def _run_repl(argv: list[str]) -> int:
+    """Hand over to the REPL package (imported only now)."""
+    import importlib
+
+    try:
+        module = importlib.import_module("unicache.repl")
+    except ImportError as exc:
+        print(f"unicache repl: the REPL is not available ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    entry = getattr(module, "main", None)
+    if not callable(entry):
+        print("unicache repl: unicache.repl has no main()", file=sys.stderr)
+        return EXIT_USAGE
+    result = entry(argv)
+    return result if isinstance(result, int) else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `unicache` console script; returns the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] == "repl":
+        return _run_repl(args_list[1:])
+    parser = _build_parser()
+    args = parser.parse_args(args_list)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    if args.command == "replay":
+        from unicache.engine.commands import replay_command
+
+        return replay_command(args)
+    from unicache.engine.commands import simulate_command
+
+    return simulate_command(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""The bodies of `unicache replay` and `unicache simulate` (argument namespace -> run -> output)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from unicache.engine.replay import DEFAULT_TOKENS_PER_BLOCK, ReplayOptionError, ReplayOptions, run_replay
+from unicache.engine.report import healthy, render_report, write_report
+from unicache.engine.scheduler import Scheduler
+from unicache.engine.timeline import Timeline
+from unicache.errors import ConfigError
+from unicache.traces.request import TraceFormatError
+from unicache.transfer.cuda import CudaUnavailableError
+from unicache.transfer.simulated import FaultSpecError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def replay_options(args: argparse.Namespace) -> ReplayOptions:
+    """`unicache replay` arguments -> options (raises ReplayOptionError / FaultSpecError)."""
+    return ReplayOptions(
+        trace=args.trace,
+        requests=args.requests,
+        start=args.start,
+        tokens_per_block=args.tokens_per_block or DEFAULT_TOKENS_PER_BLOCK,
+        components=tuple(args.components),
+        page_size=args.page_size,
+        device_tokens=args.device_tokens,
+        hicache_ratio=args.hicache_ratio,
+        mamba_slots=args.mamba_slots,
+        swa_window=args.swa_window,
+        write_policy=args.write_policy,
+        load_back_threshold=args.load_back_threshold,
+        transfer=args.transfer,
+        faults=tuple(f for f in args.faults if f != "none"),
+        seed=args.seed,
+        strict=args.strict,
+        debug=args.debug,
+        history=args.history,
+        max_running=args.max_running,
+        decode_per_step=args.decode_per_step,
+        cache_chunk=args.cache_chunk,
+        branch_states=not args.no_branch_states,
+        data=not args.no_data,
+        verify=not args.no_verify,
+        check_every=args.check_every,
+        crash_dir=args.crash_dir,
+    )
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        opts = replay_options(args)
+    except (ReplayOptionError, FaultSpecError, ValueError) as exc:
+        err.print(f"[bold red]unicache replay:[/] {exc}")
+        return EXIT_USAGE
+    timelines: list[Timeline] = []
+    try:
+        if args.no_progress:
+            report = run_replay(opts, timeline_out=timelines)
+        else:
+            with Progress(TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("requests · step {task.fields[step]} · loading {task.fields[loading]}"),
+                          TimeElapsedColumn(), console=err, transient=False) as bar:
+                task = bar.add_task("replay", total=opts.requests, step=0, loading=0)
+
+                def progress(sched: Scheduler) -> None:
+                    bar.update(task, completed=sched.stats.finished, total=sched.total,
+                               step=sched.step_no, loading=len(sched.loading))
+
+                report = run_replay(opts, progress=progress, timeline_out=timelines)
+    except (TraceFormatError, FileNotFoundError, ConfigError, CudaUnavailableError) as exc:
+        err.print(f"[bold red]unicache replay:[/] {exc}")
+        return EXIT_USAGE
+    if args.report is not None:
+        write_report(report, args.report)
+    if args.plot is not None and timelines:
+        from unicache.engine.plot import plot_timeline
+
+        plot_timeline(timelines[0], args.plot, title=f"{report['trace']} — {report['configuration']}")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        render_report(report, Console())
+        if args.report is not None:
+            print(f"report: {args.report}")
+        if args.plot is not None:
+            print(f"plot: {args.plot}")
+    if report.get("crash_dump"):
+        print(f"unicache: crash dump written to {report['crash_dump']}", file=sys.stderr)
+    return EXIT_OK if healthy(report) else EXIT_FAILED
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    from unicache.engine.simulate import SimulateOptions, SimulationError, run_simulations
+
+    err = Console(stderr=True)
+    seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
+    try:
+        opts = SimulateOptions(steps=args.steps, components=tuple(args.components) if args.components else None,
+                               faults=tuple(f for f in args.faults if f != "none"), page_size=args.page_size,
+                               write_policy=args.write_policy, inject=args.inject,
+                               chaos=tuple(c for c in args.chaos if c != "none"), keep=args.keep)
+    except (SimulationError, FaultSpecError, ValueError) as exc:
+        err.print(f"[bold red]unicache simulate:[/] {exc}")
+        return EXIT_USAGE
+    crash_dir: Path = args.crash_dir
+    failures = run_simulations(seeds, opts, crash_dir=crash_dir, shrink_failures=not args.no_shrink,
+                               progress=not args.no_progress, console=Console())
+    return EXIT_FAILED if failures else EXIT_OK

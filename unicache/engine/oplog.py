@@ -1,0 +1,43 @@
+"""A record of the cache operations one run performed, in order (input to the REPL script writer).
+
+Each entry is a tuple ``(op, *args)`` of plain values: token tuples, node
+paths as token tuples, ticket and receipt ids as the cache issued them.
+Recording is off unless a run asks for it (the simulator does for the
+minimal failing scenario).
+"""
+
+from __future__ import annotations
+
+from unicache.config import CacheConfig
+from unicache.tree.node import Node
+
+Op = tuple[object, ...]
+
+
+class OpLog:
+    """Ordered cache operations of one run, plus the cache configuration they ran on."""
+
+    __slots__ = ("config", "ops")
+
+    def __init__(self, config: CacheConfig) -> None:
+        self.config = config
+        self.ops: list[Op] = []
+
+    def add(self, *op: object) -> None:
+        self.ops.append(op)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    @staticmethod
+    def path_tokens(node: Node) -> tuple[int, ...]:
+        """The token path from the root to the end of ``node``."""
+        parts: list[tuple[int, ...]] = []
+        x: Node | None = node
+        while x is not None and x.parent is not None:
+            parts.append(x.key)
+            x = x.parent
+        out: list[int] = []
+        for key in reversed(parts):
+            out.extend(key)
+        return tuple(out)

@@ -1,0 +1,193 @@
+"""The data oracle: compares cached KV and state with the reference model, byte for byte.
+
+Two entry points: :meth:`DataOracle.verify_prefix` checks exactly what a
+request is about to reuse (Full KV of the whole prefix, the SWA window, the
+Mamba state at the prefix end); :meth:`DataOracle.verify_tree` checks every
+slot the tree has published, on both tiers. A mismatch raises
+:class:`CorruptionError` naming the component, tier, node and token position.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from unicache.cache import UniCache
+from unicache.components.markers import SWA, Full, Mamba
+from unicache.engine.errors import CorruptionError
+from unicache.engine.reference import PrefixHashes, ReferenceModel
+from unicache.transfer.base import Tier
+from unicache.tree.node import Node
+
+
+def path_to(node: Node) -> list[Node]:
+    """Nodes from the root's child down to ``node`` (empty for the root)."""
+    out: list[Node] = []
+    x: Node | None = node
+    while x is not None and x.parent is not None:
+        out.append(x)
+        x = x.parent
+    out.reverse()
+    return out
+
+
+class DataOracle:
+    """Checks cache contents against a :class:`ReferenceModel` (see the module docstring)."""
+
+    def __init__(self, cache: UniCache, model: ReferenceModel) -> None:
+        self.cache = cache
+        self.model = model
+        self.ps = cache.config.page_size
+        self.swa_window = cache.config.swa_window
+        self.mamba = cache.config.mamba
+        self.checked_tokens = 0
+        self.checked_states = 0
+
+    def _rows(self, component: type, tier: Tier, pages: list[int]) -> torch.Tensor:
+        data = self.cache.read_slots(component, pages, tier)
+        return data.reshape(len(pages) * self.ps, -1)
+
+    @staticmethod
+    def _compare(found: torch.Tensor, expected: torch.Tensor, *, request: int | None, component: str,
+                 tier: str, node_id: int | None, first_position: int, where: str) -> None:
+        if found.shape == expected.shape and torch.equal(found, expected):
+            return
+        if found.shape != expected.shape:
+            raise CorruptionError(request=request, component=component, tier=tier, node_id=node_id,
+                                  position=first_position, expected=f"shape {tuple(expected.shape)}",
+                                  found=f"shape {tuple(found.shape)}", where=where)
+        bad = (found != expected).reshape(found.shape[0], -1).any(1).nonzero()
+        row = int(bad[0]) if bad.numel() else 0
+        raise CorruptionError(request=request, component=component, tier=tier, node_id=node_id,
+                              position=first_position + row, expected=expected[row].tolist(),
+                              found=found[row].tolist(), where=where)
+
+    def verify_prefix(self, request: int, h: PrefixHashes, node: Node, length: int) -> None:
+        """Check what a request reuses: ``tokens[:length]`` ending at ``node`` (on device)."""
+        if length == 0:
+            return
+        if node.end != length:
+            raise CorruptionError(request=request, component="full", tier="device", node_id=node.id,
+                                  position=length, expected=f"prefix end {length}", found=f"node end {node.end}",
+                                  where="locked node does not end at the reused prefix")
+        path = path_to(node)
+        pages: list[int] = []
+        for x in path:
+            if x.dev_full is None:
+                raise CorruptionError(request=request, component="full", tier="device", node_id=x.id,
+                                      position=x.start, expected="device pages", found="none",
+                                      where="reused prefix node not on device")
+            pages.extend(x.dev_full)
+        found = self._rows(Full, Tier.DEVICE, pages)[:length]
+        self._compare(found, self.model.kv(h, 0, length), request=request, component="full",
+                      tier="device", node_id=node.id, first_position=0, where=f"prefix 0..{length}")
+        self.checked_tokens += length
+        window = self.swa_window
+        if window is not None:
+            for x in path:
+                if x.end <= length - window:
+                    continue
+                if x.dev_swa is None:
+                    raise CorruptionError(request=request, component="swa", tier="device", node_id=x.id,
+                                          position=x.start, expected="device pages", found="none",
+                                          where=f"SWA window node of prefix {length} not on device")
+                self._compare(self._rows(SWA, Tier.DEVICE, x.dev_swa), self.model.swa_kv(h, x.start, x.end),
+                              request=request, component="swa", tier="device", node_id=x.id,
+                              first_position=x.start, where=f"window tokens {x.start}..{x.end}")
+        if self.mamba:
+            slot = node.dev_mamba
+            if slot is None:
+                raise CorruptionError(request=request, component="mamba", tier="device", node_id=node.id,
+                                      position=length, expected="a device state", found="none",
+                                      where="Mamba state at the reused prefix end")
+            found_state = self.cache.read_slots(Mamba, [slot], Tier.DEVICE)[0]
+            self._compare(found_state.unsqueeze(0), self.model.mamba_state(h, length).unsqueeze(0),
+                          request=request, component="mamba", tier="device", node_id=node.id,
+                          first_position=length, where=f"state after {length} tokens")
+            self.checked_states += 1
+
+    def verify_rows(self, request: int, component: type, pages: list[int], expected: torch.Tensor,
+                    first_position: int, where: str) -> None:
+        """Check request-owned device pages still hold what the request wrote (``expected`` rows)."""
+        if not pages:
+            return
+        found = self._rows(component, Tier.DEVICE, pages)[: expected.shape[0]]
+        self._compare(found, expected, request=request, component=component.__name__.lower(), tier="device",
+                      node_id=None, first_position=first_position, where=where)
+
+    def verify_state(self, request: int, slot: int, expected: torch.Tensor, position: int, where: str) -> None:
+        """Check a request-owned Mamba slot still holds ``expected``."""
+        found = self.cache.read_slots(Mamba, [slot], Tier.DEVICE)
+        self._compare(found, expected.unsqueeze(0), request=request, component="mamba", tier="device",
+                      node_id=None, first_position=position, where=where)
+
+    def verify_tree(self) -> int:
+        """Check every published slot of every node on both tiers; returns the nodes checked.
+
+        Vectorised: one pass computes the prefix hash of every token of every
+        node, then each (component, tier) is read and compared in one go.
+        """
+        nodes = [x for x in self.cache.nodes() if x.parent is not None]
+        if not nodes:
+            return 0
+        model = self.model
+        index = {x.id: i for i, x in enumerate(nodes)}
+        lengths = [len(x.key) for x in nodes]
+        offsets = [0] * (len(nodes) + 1)
+        for i, n in enumerate(lengths):
+            offsets[i + 1] = offsets[i] + n
+        tokens = torch.tensor([t for x in nodes for t in x.key], dtype=torch.int64)
+        owner = torch.repeat_interleave(torch.arange(len(nodes)), torch.tensor(lengths))
+        first = torch.tensor(offsets[:-1], dtype=torch.int64)
+        starts = torch.tensor([x.start for x in nodes], dtype=torch.int64)
+        positions = torch.arange(tokens.shape[0], dtype=torch.int64) - first[owner] + starts[owner]
+        cum = torch.cumsum(model.token_terms(tokens, positions), 0)
+        before = torch.cat([torch.zeros(1, dtype=torch.int64), cum])
+        node_sum = (before[torch.tensor(offsets[1:])] - before[first]).tolist()
+        carry_in = [0] * len(nodes)
+        carry_out = [0] * len(nodes)
+        for i, x in enumerate(nodes):
+            parent = x.parent
+            assert parent is not None
+            j = index.get(parent.id)
+            carry_in[i] = 0 if j is None else carry_out[j]
+            carry_out[i] = carry_in[i] + int(node_sum[i])
+        values = cum - before[first][owner] + torch.tensor(carry_in, dtype=torch.int64)[owner]
+        for component, tier, attr, rows in (
+            (Full, Tier.DEVICE, "dev_full", model.kv_rows), (Full, Tier.HOST, "host_full", model.kv_rows),
+            (SWA, Tier.DEVICE, "dev_swa", model.swa_rows), (SWA, Tier.HOST, "host_swa", model.swa_rows),
+        ):
+            if component not in self.cache.config.components:
+                continue
+            chosen = [i for i, x in enumerate(nodes) if getattr(x, attr) is not None]
+            if not chosen:
+                continue
+            pages: list[int] = []
+            for i in chosen:
+                pages.extend(getattr(nodes[i], attr))
+            idx = torch.cat([torch.arange(offsets[i], offsets[i + 1]) for i in chosen])
+            found = self._rows(component, tier, pages)
+            expected = rows(values[idx])
+            if not torch.equal(found, expected):
+                bad = int((found != expected).any(1).nonzero()[0])
+                tok = int(idx[bad])
+                x = nodes[int(owner[tok])]
+                raise CorruptionError(request=None, component=component.__name__.lower(), tier=tier.value,
+                                      node_id=x.id, position=int(positions[tok]),
+                                      expected=expected[bad].tolist(), found=found[bad].tolist(),
+                                      where=f"tokens {x.start}..{x.end}")
+        if self.mamba:
+            for tier, attr in ((Tier.DEVICE, "dev_mamba"), (Tier.HOST, "host_mamba")):
+                chosen = [i for i, x in enumerate(nodes) if getattr(x, attr) is not None]
+                if not chosen:
+                    continue
+                slots = [int(getattr(nodes[i], attr)) for i in chosen]
+                found = self.cache.read_slots(Mamba, slots, tier)
+                expected = model.mamba_rows(torch.tensor([carry_out[i] for i in chosen], dtype=torch.int64),
+                                            torch.tensor([nodes[i].end for i in chosen], dtype=torch.int64))
+                if not torch.equal(found, expected):
+                    bad = int((found != expected).any(1).nonzero()[0])
+                    x = nodes[chosen[bad]]
+                    raise CorruptionError(request=None, component="mamba", tier=tier.value, node_id=x.id,
+                                          position=x.end, expected=expected[bad].tolist(),
+                                          found=found[bad].tolist(), where=f"state after {x.end} tokens")
+        return len(nodes)

@@ -1,0 +1,315 @@
+"""`unicache replay`: run a trace through a configured cache and report what happened.
+
+:class:`ReplayOptions` holds every knob of the command; :func:`build_replay`
+turns them into a cache, transfer engine and scheduler; :func:`run_replay`
+steps the scheduler to the end (with an optional progress callback), runs the
+final checks (sanity, whole-tree data oracle, no lease left live), and
+returns the report. Any error inside the loop — a corruption, a lease
+error, an invariant — stops the run, writes a crash dump and is reported
+(``errors``/``corruptions`` > 0); it is never swallowed silently.
+"""
+
+from __future__ import annotations
+
+import gc
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import torch
+
+from unicache.cache import UniCache
+from unicache.config import CacheConfig, WritePolicy
+from unicache.engine.config import EngineConfig
+from unicache.engine.crashdump import write_engine_dump
+from unicache.engine.errors import CorruptionError
+from unicache.engine.reference import ReferenceModel
+from unicache.engine.report import Report
+from unicache.engine.scheduler import Scheduler
+from unicache.engine.timeline import Timeline
+from unicache.engine.transfers import make_transfer, resolve_transfer
+from unicache.traces.loader import TraceSpec, load_trace
+from unicache.traces.request import Trace
+from unicache.transfer.simulated import FaultSpec
+
+COMPONENT_NAMES: tuple[str, ...] = ("full", "swa", "mamba")
+DEFAULT_TOKENS_PER_BLOCK = 512
+
+
+class ReplayOptionError(ValueError):
+    """A replay option is invalid or inconsistent with another; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """Everything `unicache replay` can be told (defaults = `make run`)."""
+
+    trace: str = "mooncake"
+    requests: int | None = 1000
+    start: int = 0
+    tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK
+    components: tuple[str, ...] = ("full", "mamba")
+    page_size: int = 1
+    device_tokens: int | None = None
+    hicache_ratio: float = 12.0
+    mamba_slots: int = 64
+    swa_window: int = 64
+    write_policy: WritePolicy = "write_back"
+    load_back_threshold: int = 0
+    transfer: str = "auto"
+    faults: tuple[str, ...] = ("delay", "reorder")
+    seed: int = 0
+    strict: bool = False
+    debug: bool = False
+    history: int = 1024
+    max_running: int = 16
+    decode_per_step: int = 4
+    cache_chunk: int | None = None
+    branch_states: bool = True
+    data: bool = True
+    verify: bool = True
+    check_every: int = 0
+    kv_width: int = 4
+    mamba_width: int = 8
+    crash_dir: Path = field(default_factory=lambda: Path("unicache-crash"))
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.components if c not in COMPONENT_NAMES]
+        if unknown:
+            raise ReplayOptionError(f"--components: unknown component(s) {unknown} (choose from full, swa, mamba)")
+        if "full" not in self.components:
+            raise ReplayOptionError("--components must include full (every other component needs it)")
+        if self.requests is not None and self.requests < 1:
+            raise ReplayOptionError(f"--requests must be >= 1, got {self.requests}")
+        if self.start < 0:
+            raise ReplayOptionError(f"--start must be >= 0, got {self.start}")
+        if self.hicache_ratio <= 0:
+            raise ReplayOptionError(f"--hicache-ratio must be > 0, got {self.hicache_ratio}")
+        FaultSpec.parse(self.faults)
+        resolve_transfer(self.transfer)
+
+    def label(self) -> str:
+        comps = "+".join(c.upper() if c != "mamba" else "Mamba" for c in self.components)
+        return f"{comps.replace('FULL', 'Full')} ps={self.page_size} {self.write_policy}"
+
+    def command(self) -> str:
+        """The `unicache replay` command line that reproduces these options."""
+        args = ["unicache", "replay", "--trace", self.trace, "--start", str(self.start),
+                "--tokens-per-block", str(self.tokens_per_block), "--components", ",".join(self.components),
+                "--page-size", str(self.page_size), "--hicache-ratio", str(self.hicache_ratio),
+                "--mamba-slots", str(self.mamba_slots), "--swa-window", str(self.swa_window),
+                "--write-policy", self.write_policy, "--transfer", self.transfer,
+                "--faults", ",".join(self.faults) or "none", "--seed", str(self.seed),
+                "--max-running", str(self.max_running), "--decode-per-step", str(self.decode_per_step)]
+        if self.requests is not None:
+            args += ["--requests", str(self.requests)]
+        if self.device_tokens is not None:
+            args += ["--device-tokens", str(self.device_tokens)]
+        if self.cache_chunk is not None:
+            args += ["--cache-chunk", str(self.cache_chunk)]
+        if self.load_back_threshold:
+            args += ["--load-back-threshold", str(self.load_back_threshold)]
+        if self.strict:
+            args.append("--strict")
+        if not self.branch_states:
+            args.append("--no-branch-states")
+        if not self.data:
+            args.append("--no-data")
+        elif not self.verify:
+            args.append("--no-verify")
+        return shlex.join(args)
+
+
+def auto_device_tokens(trace: Trace, ratio: float, page_size: int) -> int:
+    """Device capacity like the SGLang harness: unique prompt tokens / ratio, at least 2x the longest request."""
+    longest = trace.max_request_tokens + 2 * page_size
+    tokens = max(int(trace.unique_tokens() / ratio), 2 * longest)
+    return max(page_size, tokens - tokens % page_size)
+
+
+def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
+    """The cache configuration a replay of ``trace`` with ``opts`` uses."""
+    device = opts.device_tokens if opts.device_tokens is not None else auto_device_tokens(
+        trace, opts.hicache_ratio, opts.page_size)
+    swa = "swa" in opts.components
+    mamba = "mamba" in opts.components
+    return CacheConfig(
+        device_tokens=device,
+        page_size=opts.page_size,
+        host_ratio=opts.hicache_ratio,
+        swa_window=opts.swa_window if swa else None,
+        mamba=mamba,
+        mamba_device_slots=opts.mamba_slots,
+        write_policy=opts.write_policy,
+        load_back_threshold=opts.load_back_threshold,
+        kv_width=opts.kv_width,
+        mamba_width=opts.mamba_width,
+        dtype="int32",
+        strict=opts.strict,
+        debug=opts.debug,
+        history=opts.history,
+        ledger_name=f"replay-seed{opts.seed}",
+    )
+
+
+def reference_for(config: CacheConfig, seed: int) -> ReferenceModel:
+    """The reference model whose rows fit ``config``'s pools."""
+    dtype = getattr(torch, config.dtype)
+    assert isinstance(dtype, torch.dtype)
+    return ReferenceModel(kv_width=config.kv_width, swa_width=config.kv_width, mamba_width=config.mamba_width,
+                          dtype=dtype, seed=seed)
+
+
+def load_replay_trace(opts: ReplayOptions) -> Trace:
+    return load_trace(TraceSpec(opts.trace, opts.tokens_per_block, opts.start, opts.requests))
+
+
+def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True) -> Scheduler:
+    """Cache + transfer engine + scheduler for one replay (nothing run yet)."""
+    config = cache_config(opts, trace)
+    engine = make_transfer(opts.transfer, faults=FaultSpec.parse(opts.faults), seed=opts.seed, copy=opts.data)
+    cache = UniCache(config, engine)
+    chunk = opts.cache_chunk
+    if chunk is None and opts.trace == "mooncake":
+        chunk = opts.tokens_per_block
+    engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_per_step,
+                              cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data, verify=opts.verify, check_every=opts.check_every)
+    return Scheduler(cache, trace.requests, model=reference_for(config, opts.seed), config=engine_cfg,
+                     timeline=Timeline() if timeline else None)
+
+
+def finish_checks(sched: Scheduler) -> None:
+    """End-of-run checks: drain transfers, sanity check, ownership, whole-tree oracle, no lease live."""
+    gc.collect()
+    sched.drain()
+    sched.check_cache()
+    if sched.config.data and sched.config.verify:
+        sched.check_tree()
+    live = sched.cache.ledger.live()
+    if live:
+        from unicache.engine.errors import InvariantError
+
+        raise InvariantError(sched.step_no, f"{len(live)} lease(s) still live after every request finished: "
+                                            f"{[lease.id for lease in live[:8]]}")
+
+
+def shut_down(sched: Scheduler) -> None:
+    """After a failed run: give back what every request holds, let the copies finish.
+
+    Best effort (the cache may be inconsistent): errors here are not reported
+    again, the first one already was.
+    """
+    for req in list(sched.in_flight_requests()):
+        try:
+            sched.abort(req)
+        except Exception:  # already reported; keep releasing the rest
+            continue
+    try:
+        sched.drain()
+    except Exception:  # already reported
+        return
+
+
+def run_replay(opts: ReplayOptions, *, trace: Trace | None = None,
+               progress: Callable[[Scheduler], None] | None = None,
+               timeline_out: list[Timeline] | None = None) -> Report:
+    """Run a whole replay and return its report (see the module docstring)."""
+    trace = trace if trace is not None else load_replay_trace(opts)
+    sched = build_replay(opts, trace)
+    error: BaseException | None = None
+    t0 = time.perf_counter()
+    try:
+        while not sched.done:
+            sched.step()
+            if progress is not None:
+                progress(sched)
+        finish_checks(sched)
+    except Exception as exc:  # reported (errors/corruptions, crash dump), never swallowed
+        error = exc
+    wall = time.perf_counter() - t0
+    report = build_report(opts, trace, sched, wall, error)
+    if error is not None:
+        path = write_engine_dump(sched, opts.crash_dir, error=error, seed=opts.seed,
+                                 reproduce=opts.command())
+        report["crash_dump"] = str(path)
+        shut_down(sched)
+    if timeline_out is not None and sched.timeline is not None:
+        timeline_out.append(sched.timeline)
+    sched.cache.engine.close()
+    return report
+
+
+def build_report(opts: ReplayOptions, trace: Trace, sched: Scheduler, wall: float,
+                 error: BaseException | None) -> Report:
+    """The JSON report of a finished (or stopped) replay."""
+    cache = sched.cache
+    c = cache.counters
+    ledger = cache.ledger
+    st = sched.stats
+    corruption = isinstance(error, CorruptionError)
+    finished = st.finished
+    report: Report = {
+        "trace": trace.name,
+        "configuration": opts.label(),
+        "requests": finished,
+        "requests_in_trace": len(trace),
+        "input_tokens": st.device_hit_tokens + st.host_hit_tokens + st.computed_tokens,
+        "output_tokens": st.decoded_tokens,
+        "device_hit_tokens": st.device_hit_tokens,
+        "host_hit_tokens": st.host_hit_tokens,
+        "computed_tokens": st.computed_tokens,
+        "load_backs": c.load_backs,
+        "load_backs_failed": c.load_backs_failed,
+        "load_backs_refused": c.load_backs_refused,
+        "evictions": c.device_evictions,
+        "host_evictions": c.host_evictions,
+        "reclaims": c.reclaimed_pages,
+        "backups": c.backups,
+        "leases_acquired": ledger.acquired,
+        "leases_released": ledger.released,
+        "max_leases_on_one_node": sched.pins.max_leases_on_one_node,
+        "nodes_pinned_by_two_components": sched.pins.nodes_pinned_by_two_components,
+        "load_back_cross_component_nodes": sched.pins.load_back_cross_component_nodes,
+        "overlap_observations": sched.pins.overlap_observations,
+        "stale_acks": c.stale_acks + c.duplicate_acks,
+        "duplicate_acks": c.duplicate_acks,
+        "failed_transfers": c.failed_acks,
+        "leaked_leases": ledger.leaked,
+        "live_leases_at_end": len(ledger.live()),
+        "corruptions": 1 if corruption else 0,
+        "errors": 0 if error is None or corruption else 1,
+        "error": None if error is None else f"{type(error).__name__}: {error}",
+        "steps": sched.step_no,
+        "verified_tokens": st.verified_tokens,
+        "verified_states": st.verified_states,
+        "mamba_skipped": c.mamba_skipped,
+        "evict_blocked": c.evict_blocked,
+        "reclaim_blocked": c.reclaim_blocked,
+        "requests_per_second": round(finished / wall, 2) if wall > 0 else 0.0,
+        "wall_seconds": round(wall, 3),
+        "options": options_json(opts),
+        "cache_config": cache.config.to_json(),
+        "transfer": type(cache.engine).__name__,
+        "engine": st.to_json(),
+        "cache_counters": c.as_dict(),
+        "ledger": ledger.counters(),
+        "peaks": sched.timeline.peaks() if sched.timeline is not None else {},
+        "reproduce": opts.command(),
+    }
+    return report
+
+
+def options_json(opts: ReplayOptions) -> dict[str, object]:
+    """The options as JSON values (paths as strings, tuples as lists)."""
+    out: dict[str, object] = {}
+    for f in fields(opts):
+        value = getattr(opts, f.name)
+        out[f.name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def with_overrides(opts: ReplayOptions, **changes: object) -> ReplayOptions:
+    """A copy of ``opts`` with fields replaced (validated again)."""
+    return replace(opts, **changes)  # type: ignore[arg-type]

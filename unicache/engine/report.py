@@ -1,0 +1,96 @@
+"""The replay report: one flat JSON object of counts (plus nested detail) and its rich rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+TIMING_KEYS: frozenset[str] = frozenset({"requests_per_second", "wall_seconds", "timings"})
+"""Report keys that vary between identical runs; everything else is a pure function of the inputs."""
+
+REQUIRED_KEYS: tuple[str, ...] = (
+    "requests", "input_tokens", "device_hit_tokens", "host_hit_tokens", "load_backs", "evictions",
+    "host_evictions", "reclaims", "leases_acquired", "leases_released", "max_leases_on_one_node",
+    "nodes_pinned_by_two_components", "stale_acks", "failed_transfers", "leaked_leases", "corruptions",
+    "errors", "requests_per_second", "wall_seconds",
+)
+
+Report = dict[str, object]
+
+
+def without_timings(report: Report) -> Report:
+    """The report minus the keys that depend on wall-clock time (for determinism checks)."""
+    return {k: v for k, v in report.items() if k not in TIMING_KEYS}
+
+
+def healthy(report: Report) -> bool:
+    """No corruption, no error, no leaked lease."""
+    return report.get("corruptions") == 0 and report.get("errors") == 0 and report.get("leaked_leases") == 0
+
+
+def write_report(report: Report, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if value < 100 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _pct(part: object, whole: object) -> str:
+    if isinstance(part, int) and isinstance(whole, int) and whole:
+        return f"{100.0 * part / whole:.1f}%"
+    return ""
+
+
+def render_report(report: Report, console: Console) -> None:
+    """The human summary printed at the end of a replay."""
+    title = f"unicache replay — {report.get('trace', '?')}"
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("", justify="right", style="dim")
+    inp = report.get("input_tokens")
+    rows: list[tuple[str, object, str]] = [
+        ("configuration", report.get("configuration", ""), ""),
+        ("requests", report.get("requests"), ""),
+        ("input tokens", inp, ""),
+        ("device-hit tokens", report.get("device_hit_tokens"), _pct(report.get("device_hit_tokens"), inp)),
+        ("host-hit tokens (loaded back)", report.get("host_hit_tokens"), _pct(report.get("host_hit_tokens"), inp)),
+        ("load-backs", report.get("load_backs"), ""),
+        ("device evictions", report.get("evictions"), ""),
+        ("host evictions", report.get("host_evictions"), ""),
+        ("reclaimed host pages", report.get("reclaims"), ""),
+        ("leases acquired / released",
+         f"{_fmt(report.get('leases_acquired'))} / {_fmt(report.get('leases_released'))}", ""),
+        ("most leases on one node", report.get("max_leases_on_one_node"), ""),
+        ("nodes pinned by two components", report.get("nodes_pinned_by_two_components"), ""),
+        ("  ... by two load-backs", report.get("load_back_cross_component_nodes"), ""),
+        ("  times an overlap was seen", report.get("overlap_observations"), ""),
+        ("stale / duplicate acks", f"{_fmt(report.get('stale_acks'))} / {_fmt(report.get('duplicate_acks'))}", ""),
+        ("failed transfers", report.get("failed_transfers"), ""),
+        ("leaked leases", report.get("leaked_leases"), ""),
+        ("corruptions", report.get("corruptions"), ""),
+        ("errors", report.get("errors"), ""),
+        ("requests/s", report.get("requests_per_second"), ""),
+        ("wall seconds", report.get("wall_seconds"), ""),
+    ]
+    for name, value, extra in rows:
+        style = None
+        if name in ("leaked leases", "corruptions", "errors") and value != 0:
+            style = "bold red"
+        table.add_row(name, _fmt(value), extra, style=style)
+    console.print(table)
+    error = report.get("error")
+    if error:
+        console.print(f"[bold red]error:[/] {error}")
+    dump = report.get("crash_dump")
+    if dump:
+        console.print(f"crash dump: {dump}  (open it with: unicache repl --dump {dump})")

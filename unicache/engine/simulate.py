@@ -1,0 +1,435 @@
+"""`unicache simulate`: seeded fault-injection runs with every invariant checked after every step.
+
+A seed fully determines a :class:`Scenario`: the components, page size,
+write policy, tiny pool sizes, a synthetic multi-turn workload, the
+simulated engine's faults (delay, reorder, duplicate, fail) and a stream of
+"chaos" operations injected between steps (reset, forced device and host
+eviction, reclaim, backup of a random node, aborting a random request).
+After every step the cache's sanity check, the engine's ownership invariants
+(every live lease owned by a ticket or receipt someone holds; request-owned
+slots agree with the cache) and the whole-tree data oracle run. At the end
+every transfer is drained and no lease may stay live.
+
+A failing seed prints the command that reproduces it, writes a crash dump,
+and is shrunk: the scenario is cut down (steps, fault kinds, chaos kinds,
+requests) while it still fails the same way, and the minimal run's cache
+operations are written as a REPL script (:mod:`unicache.engine.script`).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from unicache.cache import UniCache
+from unicache.components.markers import SWA, Full, Mamba
+from unicache.config import CacheConfig, WritePolicy
+from unicache.engine.config import EngineConfig
+from unicache.engine.crashdump import write_engine_dump
+from unicache.engine.oplog import OpLog
+from unicache.engine.replay import finish_checks, reference_for, shut_down
+from unicache.engine.scheduler import Scheduler
+from unicache.traces.request import Trace
+from unicache.traces.synthetic import MultiTurnSpec, generate_multiturn
+from unicache.transfer.base import Tier
+from unicache.transfer.simulated import FAULT_KINDS, FaultSpec, SimulatedEngine
+
+COMPONENT_SETS: tuple[tuple[str, ...], ...] = (
+    ("full",), ("full", "mamba"), ("full", "swa"), ("full", "swa", "mamba"),
+)
+CHAOS_KINDS: tuple[str, ...] = ("reset", "evict", "evict_host", "reclaim", "backup", "abort")
+CHAOS_RATE: dict[str, float] = {
+    "reset": 0.05, "evict": 0.12, "evict_host": 0.06, "reclaim": 0.06, "backup": 0.06, "abort": 0.03,
+}
+INJECTIONS: tuple[str, ...] = ("corrupt", "leak")
+_MARKERS = {"full": Full, "swa": SWA, "mamba": Mamba}
+
+
+class SimulationError(ValueError):
+    """Invalid simulate options (the message names the option)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateOptions:
+    """What `unicache simulate` varies; None means "chosen by seed"."""
+
+    steps: int = 200
+    components: tuple[str, ...] | None = None
+    faults: tuple[str, ...] = FAULT_KINDS
+    page_size: int | None = None
+    write_policy: WritePolicy | None = None
+    inject: str | None = None
+    chaos: tuple[str, ...] = CHAOS_KINDS
+    keep: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        bad_chaos = [c for c in self.chaos if c not in CHAOS_KINDS]
+        if bad_chaos:
+            raise SimulationError(f"--chaos: unknown kind(s) {bad_chaos} (choose from {', '.join(CHAOS_KINDS)})")
+        if self.keep is not None and any(i < 0 for i in self.keep):
+            raise SimulationError(f"--keep: request indices must be >= 0, got {self.keep}")
+        if self.steps < 1:
+            raise SimulationError(f"--steps must be >= 1, got {self.steps}")
+        if self.components is not None:
+            bad = [c for c in self.components if c not in _MARKERS]
+            if bad or "full" not in self.components:
+                raise SimulationError(f"--components must include full and only full/swa/mamba, got {self.components}")
+        FaultSpec.parse(self.faults)
+        if self.page_size is not None and self.page_size < 1:
+            raise SimulationError(f"--page-size must be >= 1, got {self.page_size}")
+        if self.inject is not None and self.inject not in INJECTIONS:
+            raise SimulationError(f"--inject must be one of {INJECTIONS}, got {self.inject!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Everything one simulation run depends on (the shrinker edits it)."""
+
+    seed: int
+    steps: int
+    components: tuple[str, ...]
+    page_size: int
+    write_policy: WritePolicy
+    faults: tuple[str, ...]
+    chaos: tuple[str, ...] = CHAOS_KINDS
+    keep: tuple[int, ...] | None = None
+    inject: str | None = None
+
+    def command(self) -> str:
+        """The `unicache simulate` command that runs exactly this scenario."""
+        parts = ["unicache", "simulate", "--seed", str(self.seed), "--steps", str(self.steps),
+                 "--components", ",".join(self.components), "--page-size", str(self.page_size),
+                 "--write-policy", self.write_policy, "--faults", ",".join(self.faults) or "none"]
+        if tuple(self.chaos) != CHAOS_KINDS:
+            parts += ["--chaos", ",".join(self.chaos) or "none"]
+        if self.keep is not None:
+            parts += ["--keep", ",".join(str(i) for i in self.keep)]
+        if self.inject:
+            parts += ["--inject", self.inject]
+        return " ".join(parts)
+
+    def describe(self) -> dict[str, object]:
+        return {"seed": self.seed, "steps": self.steps, "components": list(self.components),
+                "page_size": self.page_size, "write_policy": self.write_policy, "faults": list(self.faults),
+                "chaos": list(self.chaos), "requests_kept": None if self.keep is None else list(self.keep),
+                "inject": self.inject}
+
+
+def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
+    """The scenario a seed stands for under ``opts``."""
+    rng = random.Random(seed * 7919 + 1)
+    components = opts.components or COMPONENT_SETS[seed % len(COMPONENT_SETS)]
+    page_size = opts.page_size or rng.choice((1, 1, 2))
+    policy: WritePolicy
+    if opts.write_policy is not None:
+        policy = opts.write_policy
+    else:
+        policy = "write_back" if rng.random() < 0.5 else "write_through"
+    return Scenario(seed, opts.steps, tuple(components), page_size, policy, tuple(opts.faults),
+                    tuple(opts.chaos), opts.keep, opts.inject)
+
+
+@dataclass(slots=True)
+class World:
+    """A built scenario: its workload, cache config and engine knobs (all from the seed)."""
+
+    trace: Trace
+    config: CacheConfig
+    engine: EngineConfig
+    fault_params: dict[str, float]
+
+
+def build_world(sc: Scenario) -> World:
+    rng = random.Random(sc.seed)
+    ps = sc.page_size
+    spec = MultiTurnSpec(sessions=rng.randint(16, 28), turns=rng.randint(3, 5), system_prompts=rng.randint(1, 3),
+                         system_len=(8 * ps, 24 * ps), turn_len=(2 * ps, 10 * ps), active=rng.randint(3, 6),
+                         page_size=ps, vocab=40, output_tokens=rng.choice((0, 2, 5)))
+    trace = generate_multiturn(sc.seed, spec)
+    if sc.keep is not None:
+        trace = Trace(trace.name, [trace.requests[i] for i in sc.keep if i < len(trace.requests)], trace.source)
+    longest = max((len(r.tokens) + r.output_tokens for r in trace.requests), default=ps) + 2 * ps
+    device = max(2 * longest, trace.unique_tokens() // rng.randint(3, 6)) if trace.requests else 4 * ps
+    device -= device % ps
+    swa = "swa" in sc.components
+    mamba = "mamba" in sc.components
+    config = CacheConfig(
+        device_tokens=device, page_size=ps, host_ratio=rng.choice((1.5, 2.0, 4.0)),
+        swa_window=rng.randint(2, 12) * ps if swa else None, mamba=mamba,
+        mamba_device_slots=rng.randint(8, 16), write_policy=sc.write_policy,
+        write_through_threshold=rng.randint(1, 2), kv_width=2, mamba_width=3, dtype="int32",
+        device="cpu", strict=False, debug=True, history=4096, ledger_name=f"sim-seed{sc.seed}",
+    )
+    engine = EngineConfig(max_running=rng.randint(2, 6), decode_per_step=rng.randint(1, 3),
+                          check_every=1, tree_check_every=1, vocab=40)
+    params = {"mean_delay": rng.choice((1.5, 3.0)), "max_delay": rng.randint(3, 8),
+              "duplicate_rate": 0.2, "fail_rate": 0.15}
+    return World(trace, config, engine, params)
+
+
+@dataclass(slots=True)
+class SimResult:
+    """One run's outcome (``steps``: loop iterations run, the failing one included)."""
+
+    scenario: Scenario
+    steps: int
+    error: BaseException | None
+    stats: dict[str, object] = field(default_factory=dict)
+    dump: Path | None = None
+    script: Path | None = None
+    shrunk: Scenario | None = None
+    oplog: OpLog | None = None
+    sched: Scheduler | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _chaos(sc: Scenario, rng: random.Random, sched: Scheduler, log: OpLog | None) -> None:
+    cache = sched.cache
+    comps = [_MARKERS[c] for c in sc.components]
+    for kind in sc.chaos:
+        if rng.random() >= CHAOS_RATE[kind]:
+            continue
+        if kind == "reset":
+            if log is not None:
+                log.add("reset")
+            cache.reset()
+        elif kind == "evict":
+            comp = rng.choice(comps)
+            n = rng.randint(1, 6)
+            if log is not None:
+                log.add("evict", comp.__name__.lower(), "device", n)
+            cache.evict_device(comp, n)
+        elif kind == "evict_host":
+            comp = rng.choice(comps)
+            n = rng.randint(1, 6)
+            if log is not None:
+                log.add("evict", comp.__name__.lower(), "host", n)
+            cache.evict_host(comp, n)
+        elif kind == "reclaim":
+            n = rng.randint(1, 8)
+            if log is not None:
+                log.add("reclaim", n)
+            cache.reclaim_host_duplicates(n)
+        elif kind == "backup":
+            nodes = [x for x in cache.nodes() if x.parent is not None]
+            if nodes:
+                node = rng.choice(nodes)
+                if log is not None:
+                    log.add("backup", OpLog.path_tokens(node))
+                cache.backup(node)
+        elif kind == "abort":
+            reqs = sched.in_flight_requests()
+            if reqs:
+                req = rng.choice(reqs)
+                if log is not None:
+                    log.add("abort", req.rid)
+                sched.abort(req)
+
+
+def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
+    """Plant a deliberate bug (tests prove the checks catch it); True once planted."""
+    cache = sched.cache
+    if kind == "corrupt":
+        nodes = [x for x in cache.nodes() if x.parent is not None and x.dev_full]
+        if not nodes:
+            return False
+        node = rng.choice(nodes)
+        assert node.dev_full is not None
+        page = node.dev_full[0]
+        data = cache.read_slots(Full, [page], Tier.DEVICE)
+        cache.write_slots(Full, [page], data + 1)
+        return True
+    for req in [*sched.running, *sched.loading]:
+        if req.receipt is not None:
+            req.receipt = None
+        elif req.ticket is not None:
+            req.ticket = None
+            sched.loading.remove(req)
+        else:
+            continue
+        gc.collect()
+        return True
+    return False
+
+
+def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int], None] | None = None,
+                 dump_dir: Path | None = None) -> SimResult:
+    """Run one scenario to its step limit or the end of its workload, checking after every step.
+
+    On failure a crash dump goes to ``dump_dir`` (when given) while the state is
+    still the failing one; then every request gives back what it holds.
+    """
+    world = build_world(sc)
+    log = OpLog(world.config) if record else None
+    engine = SimulatedEngine(FaultSpec.parse(sc.faults, **world.fault_params), seed=sc.seed)
+    if log is not None:
+        engine.ack_log = log
+    cache = UniCache(world.config, engine)
+    sched = Scheduler(cache, world.trace.requests, model=reference_for(world.config, sc.seed),
+                      config=world.engine)
+    sched.oplog = log
+    chaos_rng = random.Random(sc.seed * 31 + 17)
+    planted = False
+    error: BaseException | None = None
+    step = 0
+    try:
+        while not sched.done and step < sc.steps:
+            step += 1
+            _chaos(sc, chaos_rng, sched, log)
+            if sc.inject and not planted:
+                planted = _inject(sc.inject, chaos_rng, sched)
+                if planted:
+                    sched.check_cache()
+                    sched.check_tree()
+            if log is not None:
+                log.add("step", sched.step_no + 1)
+            sched.step()
+            if on_step is not None:
+                on_step(step)
+        for req in list(sched.in_flight_requests()):
+            sched.abort(req)
+        finish_checks(sched)
+    except Exception as exc:  # the failure is the result; reported with dump and shrink
+        error = exc
+    c = cache.counters
+    stats: dict[str, object] = {
+        "steps": sched.step_no, "finished": sched.stats.finished, "aborted": sched.stats.aborted,
+        "load_backs": c.load_backs, "failed_transfers": c.failed_acks, "stale_acks": c.stale_acks,
+        "duplicate_acks": c.duplicate_acks, "resets": c.resets, "backups": c.backups,
+        "max_leases_on_one_node": sched.pins.max_leases_on_one_node,
+        "nodes_pinned_by_two_components": sched.pins.nodes_pinned_by_two_components,
+        "leases_acquired": cache.ledger.acquired, "leaked": cache.ledger.leaked,
+    }
+    result = SimResult(sc, step, error, stats, oplog=log, sched=sched)
+    if error is not None:
+        if dump_dir is not None:
+            result.dump = write_engine_dump(sched, dump_dir, error=error, seed=sc.seed, reproduce=sc.command(),
+                                            more={"scenario": sc.describe()})
+        shut_down(sched)
+    return result
+
+
+def _same_failure(a: BaseException | None, b: BaseException | None) -> bool:
+    return a is not None and b is not None and type(a) is type(b)
+
+
+def shrink(result: SimResult, *, budget: int = 60, deadline_s: float = 60.0) -> Scenario:
+    """Cut the failing scenario down while it keeps failing with the same error type."""
+    assert result.error is not None
+    target = result.error
+    best = replace(result.scenario, steps=max(1, result.steps))
+    runs = 0
+    t_end = time.monotonic() + deadline_s
+
+    def fails(sc: Scenario) -> SimResult | None:
+        nonlocal runs
+        if runs >= budget or time.monotonic() > t_end:
+            return None
+        runs += 1
+        r = run_scenario(sc)
+        return r if _same_failure(r.error, target) else None
+
+    for field_name, kinds in (("faults", best.faults), ("chaos", best.chaos)):
+        for kind in kinds:
+            current = tuple(getattr(best, field_name))
+            if kind not in current:
+                continue
+            rest = tuple(k for k in current if k != kind)
+            cand = replace(best, faults=rest) if field_name == "faults" else replace(best, chaos=rest)
+            r = fails(cand)
+            if r is not None:
+                best = replace(cand, steps=max(1, r.steps))
+    keep = list(range(len(build_world(replace(best, keep=None)).trace.requests)))
+    if best.keep is not None:
+        keep = list(best.keep)
+    chunk = max(1, len(keep) // 2)
+    while chunk >= 1 and keep:
+        i = 0
+        progressed = False
+        while i < len(keep):
+            cand_keep = keep[:i] + keep[i + chunk:]
+            if not cand_keep:
+                i += chunk
+                continue
+            r = fails(replace(best, keep=tuple(cand_keep)))
+            if r is not None:
+                keep = cand_keep
+                best = replace(best, keep=tuple(keep), steps=max(1, r.steps))
+                progressed = True
+            else:
+                i += chunk
+        if not progressed:
+            chunk //= 2
+        if runs >= budget or time.monotonic() > t_end:
+            break
+    return best
+
+
+def run_simulations(seeds: list[int], opts: SimulateOptions, *, crash_dir: Path, shrink_failures: bool = True,
+                    progress: bool = True, console: Console | None = None) -> list[SimResult]:
+    """Run every seed; report each; dump, shrink and script each failure. Returns the failures."""
+    from unicache.engine.script import write_script
+
+    console = console or Console()
+    results: list[SimResult] = []
+    failures: list[SimResult] = []
+    with Progress(console=console, disable=not progress, transient=True) as bar:
+        task = bar.add_task("simulate", total=len(seeds) * opts.steps)
+        for seed in seeds:
+            sc = scenario_for(seed, opts)
+            done_before = bar.tasks[0].completed
+
+            def tick(step: int, base: float = done_before) -> None:
+                bar.update(task, completed=base + step)
+
+            r = run_scenario(sc, on_step=tick, dump_dir=crash_dir)
+            bar.update(task, completed=done_before + opts.steps)
+            results.append(r)
+            if r.ok:
+                continue
+            failures.append(r)
+            if shrink_failures:
+                r.shrunk = shrink(r)
+                minimal = run_scenario(r.shrunk, record=True)
+                if minimal.oplog is not None:
+                    r.script = write_script(minimal, crash_dir / f"unicache-sim-seed{seed}.repl")
+    table = Table(title=f"unicache simulate — {len(seeds)} seed(s), {opts.steps} steps max",
+                  caption="lb: load-backs · pins: most leases on one node · 2-comp: nodes pinned by two components")
+    for col in ("seed", "components", "ps", "policy", "steps", "done", "lb", "failed", "stale+dup",
+                "resets", "pins", "2-comp", "result"):
+        table.add_column(col, justify="right" if col not in ("components", "policy", "result") else "left",
+                         no_wrap=True)
+    for r in results:
+        s = r.stats
+        table.add_row(str(r.scenario.seed), "+".join(r.scenario.components), str(r.scenario.page_size),
+                      r.scenario.write_policy.replace("write_", "w-"), str(s["steps"]), str(s["finished"]), str(s["load_backs"]),
+                      str(s["failed_transfers"]), f"{s['stale_acks']}+{s['duplicate_acks']}", str(s["resets"]),
+                      str(s["max_leases_on_one_node"]), str(s["nodes_pinned_by_two_components"]),
+                      "ok" if r.ok else f"[bold red]{type(r.error).__name__}[/]")
+    console.print(table)
+    for r in failures:
+        sc = r.scenario
+        console.print(f"[bold red]seed {sc.seed} failed at step {r.steps}:[/] {type(r.error).__name__}: {r.error}")
+        console.print(f"  reproduce: {sc.command()}")
+        if r.dump is not None:
+            console.print(f"  crash dump: {r.dump}  (unicache repl --dump {r.dump})")
+        if r.shrunk is not None:
+            kept = "all" if r.shrunk.keep is None else str(len(r.shrunk.keep))
+            console.print(f"  shrunk: {r.shrunk.steps} steps, requests kept {kept}, faults "
+                          f"{','.join(r.shrunk.faults) or 'none'}, chaos {','.join(r.shrunk.chaos) or 'none'}")
+        if r.script is not None:
+            console.print(f"  REPL script: {r.script}  (unicache repl --script {r.script})")
+    if not failures:
+        console.print(f"[bold green]all {len(seeds)} seed(s) passed[/]")
+    return failures

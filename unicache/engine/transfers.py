@@ -1,0 +1,34 @@
+"""Pick a transfer engine by name: ``immediate``, ``simulated``, ``cuda`` or ``auto``."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from unicache.transfer.base import TransferEngine
+from unicache.transfer.cuda import CudaEngine, CudaUnavailableError, cuda_available
+from unicache.transfer.immediate import ImmediateEngine
+from unicache.transfer.simulated import FaultSpec, SimulatedEngine
+
+TransferKind = Literal["auto", "immediate", "simulated", "cuda"]
+TRANSFER_KINDS: tuple[str, ...] = get_args(TransferKind)
+
+
+def resolve_transfer(kind: str) -> str:
+    """``auto`` -> ``cuda`` when a CUDA device is present, else ``simulated``; others unchanged."""
+    if kind not in TRANSFER_KINDS:
+        raise ValueError(f"unknown transfer engine {kind!r} (choose from {', '.join(TRANSFER_KINDS)})")
+    if kind == "auto":
+        return "cuda" if cuda_available() else "simulated"
+    return kind
+
+
+def make_transfer(kind: str, *, faults: FaultSpec, seed: int, copy: bool = True) -> TransferEngine:
+    """A fresh engine of ``kind`` (after :func:`resolve_transfer`); faults apply to ``simulated`` only."""
+    resolved = resolve_transfer(kind)
+    if resolved == "immediate":
+        return ImmediateEngine(copy=copy)
+    if resolved == "simulated":
+        return SimulatedEngine(faults, seed=seed)
+    if not cuda_available():
+        raise CudaUnavailableError("--transfer cuda needs a CUDA device; torch.cuda.is_available() is False")
+    return CudaEngine()

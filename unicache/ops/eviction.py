@@ -1,0 +1,221 @@
+"""Device eviction: leaf-first LRU per component, cascading to lower ones, never a pinned node."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from leases import EventKind
+
+from unicache.components.full import is_device_leaf
+from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.ops.pins import has_pins, pins_full, pins_mamba, pins_swa
+from unicache.tree.node import Node
+
+if TYPE_CHECKING:
+    from unicache.cache import UniCache
+
+
+def evict_device(cache: UniCache, component: type, n: int) -> int:
+    """Free at least `n` device pages (Full/SWA) or slots (Mamba) if unpinned data allows."""
+    return cache._evict_dev(cache._cidx(component), n)
+
+
+def evict_dev(cache: UniCache, i: int, n: int) -> int:
+    if n <= 0:
+        return 0
+    if i == FULL:
+        return cache._evict_dev_full(n)
+    return cache._evict_dev_aux(i, n)
+
+
+def evict_dev_full(cache: UniCache, n: int) -> int:
+    """Free at least `n` device Full pages, leaf-first LRU (SWA and Mamba cascade).
+
+    Under write_back a victim whose data (Full, or a cascaded SWA/Mamba
+    state) is on device only is backed up first; with `sync_write_back`
+    the backup is completed at once and the victim demoted, so victims go
+    in exact LRU order (a parent that becomes a leaf can be next). A
+    victim whose backup fails is dropped; without `sync_write_back` it
+    stays until its backup's ack, and a later eviction takes it.
+    """
+    freed = 0
+    heap = cache._lru_dev[FULL]
+    wb = cache._wb
+    sync = cache.config.sync_write_back
+    blocked: list[Node] = []
+    while freed < n:
+        node = heap.pop()
+        if node is None:
+            break
+        if not node.alive or node.dev_full is None or node.parent is None:
+            continue
+        if not is_device_leaf(node):
+            continue
+        if node.pinned():
+            blocked.append(node)
+            cache._blocked(node, "Full", "device")
+            continue
+        if wb:
+            tid: int | None = None
+            if node.host_pages is None:
+                tid = cache._backup_nodes([node])
+            elif (node.dev_mamba is not None and node.host_mamba is None) or (
+                node.dev_swa is not None and node.host_swa_pages is None
+            ):
+                tid = cache._backup_aux(node, True, True)
+            if tid is not None:
+                if sync:
+                    cache._sync_backups((tid,))
+                if not sync or node.pinned():
+                    blocked.append(node)
+                    continue
+        if node.host_pages is None:
+            freed += cache._drop_subtree(node)
+            continue
+        freed += cache._demote(node)
+    for b in blocked:
+        heap.push(b)
+    return freed
+
+
+def blocked(cache: UniCache, node: Node, component: str, tier: str) -> None:
+    """Count a pinned eviction candidate and record it in the flight recorder."""
+    cache.counters.evict_blocked += 1
+    if cache.ledger.history:
+        ids = [
+            lease_id
+            for p in (node.pins_full, node.pins_swa, node.pins_mamba)
+            if p is not None
+            for lease_id in p.ids()
+        ]
+        cache.ledger.record(
+            EventKind.EVICT_BLOCKED, nodes=(node.id,), component=component,
+            detail=f"pinned by leases {ids} (tier {tier})"
+            + (f", {node.backing} backup(s) in flight" if node.backing else ""),
+        )
+
+
+def demote(cache: UniCache, node: Node) -> int:
+    """Drop `node`'s device copies (Full cascades to SWA and Mamba); host copies stay."""
+    c = cache.counters
+    pages = node.dev_full
+    parent = node.parent
+    assert pages is not None and parent is not None
+    node.dev_full = None
+    parent.dev_children -= 1
+    cache._fd.free(pages)
+    if node.dev_swa is not None:
+        cache._free_dev_swa(node)
+    if node.dev_mamba is not None:
+        cache._free_dev_mamba(node)
+    c.demotions += 1
+    c.device_evictions += 1
+    c.full_pages_evicted += len(pages)
+    if parent.parent is not None and is_device_leaf(parent):
+        cache._lru_dev[FULL].push(parent)
+    if not node.children and node.host_pages is not None:
+        cache._lru_host[FULL].push(node)
+    return len(pages)
+
+
+def free_dev_swa(cache: UniCache, node: Node) -> int:
+    pages = node.dev_swa
+    assert pages is not None
+    sd = cache._dev[SWA_IDX]
+    assert sd is not None
+    sd.free(pages)
+    node.dev_swa = None
+    cache.counters.swa_pages_evicted += len(pages)
+    if node.host_swa_pages is None:
+        cache.counters.aux_lost += 1
+    return len(pages)
+
+
+def free_dev_mamba(cache: UniCache, node: Node) -> int:
+    slot = node.dev_mamba
+    assert slot is not None
+    md = cache._dev[MAMBA]
+    assert md is not None
+    md.free([slot])
+    node.dev_mamba = None
+    cache.counters.mamba_evicted += 1
+    if node.host_mamba is None:
+        cache.counters.aux_lost += 1
+    return 1
+
+
+def drop_subtree(cache: UniCache, node: Node) -> int:
+    """Remove `node` and everything below it (data lost); 0 if any of it is pinned."""
+    sub = list(cache._iter_subtree(node))
+    for x in sub:
+        if x.pinned() or x.backing:
+            cache._blocked(x, "Full", "device")
+            return 0
+    freed = 0
+    for x in reversed(sub):
+        freed += cache._free_node(x)
+        cache._tree.remove_leaf(x)
+        cache.counters.dropped_nodes += 1
+    parent = node.parent
+    assert parent is not None
+    cache._after_child_removed(parent)
+    return freed
+
+
+def evict_dev_aux(cache: UniCache, i: int, n: int) -> int:
+    """Free device SWA pages or Mamba slots, LRU; SWA eviction cascades to the node's Mamba.
+
+    Under write_back a state whose only copy is on device is backed up
+    first, like a Full victim, unless no host room can be made; then it
+    is lost (`aux_lost`).
+    """
+    heap = cache._lru_dev[i]
+    c = cache.counters
+    freed = 0
+    wb = cache._wb
+    sync = cache.config.sync_write_back
+    swa = i == SWA_IDX
+    name = "SWA" if swa else "Mamba"
+    blocked: list[Node] = []
+    while freed < n:
+        node = heap.pop()
+        if node is None:
+            break
+        if not node.alive:
+            continue
+        if swa:
+            if node.dev_swa is None:
+                continue
+            if has_pins(node.pins_swa) or has_pins(node.pins_mamba):
+                blocked.append(node)
+                cache._blocked(node, name, "device")
+                continue
+            lose_swa = node.host_swa_pages is None
+            lose_mamba = node.dev_mamba is not None and node.host_mamba is None
+        else:
+            if node.dev_mamba is None:
+                continue
+            if has_pins(node.pins_mamba):
+                blocked.append(node)
+                cache._blocked(node, name, "device")
+                continue
+            lose_swa = False
+            lose_mamba = node.host_mamba is None
+        if wb and (lose_swa or lose_mamba):
+            tid = cache._backup_aux(node, lose_swa, lose_mamba)
+            if tid is not None:
+                if sync:
+                    cache._sync_backups((tid,))
+                if not sync or has_pins(node.pins_swa) or has_pins(node.pins_mamba):
+                    blocked.append(node)
+                    continue
+        if swa:
+            freed += cache._free_dev_swa(node)
+            if node.dev_mamba is not None:
+                cache._free_dev_mamba(node)
+        else:
+            freed += cache._free_dev_mamba(node)
+        c.device_evictions += 1
+    for b in blocked:
+        heap.push(b)
+    return freed

@@ -1,0 +1,121 @@
+"""Request-owned device slots, allocation with eviction, and the pages of a path."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from unicache.components.markers import FULL, MAMBA, SWA, Component, Full, Mamba
+from unicache.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
+from unicache.transfer.base import Tier
+from unicache.tree.node import Node
+
+if TYPE_CHECKING:
+    import torch
+
+    from unicache.cache import UniCache
+
+
+def alloc_device(cache: UniCache, component: type, n: int) -> list[int] | None:
+    """`n` device pages (Full/SWA) or Mamba slots for a request, evicting on shortfall.
+
+    None when even eviction cannot make room (everything left is pinned).
+    The slots belong to the caller until it donates them to `insert` or
+    hands them back with `free_device`.
+    """
+    i = cache._cidx(component)
+    if n < 0:
+        raise InvalidArgumentError(f"alloc_device({component.__name__}, {n}): n must be >= 0")
+    got = cache._alloc_dev(i, n)
+    if got is not None:
+        cache._lent[i].update(got)
+    return got
+
+
+def free_device(cache: UniCache, component: type, slots: Sequence[int]) -> None:
+    """Hand request-owned device slots back (from `alloc_device`, not donated)."""
+    i = cache._cidx(component)
+    alloc = cache._dev[i]
+    assert alloc is not None
+    lent = cache._lent[i]
+    s = list(slots)
+    bad = sorted(x for x in set(s) if x not in lent)
+    if bad:
+        already = [x for x in bad if 0 <= x < alloc.capacity and alloc.is_free(x)]
+        if already:
+            raise DoubleFreeError(alloc.name, already)
+        raise InvalidSlotError(alloc.name, bad, "are not owned by a request (alloc_device)")
+    alloc.free(s)
+    lent.difference_update(s)
+
+
+def write_slots(
+    cache: UniCache,
+    component: type,
+    slots: Sequence[int],
+    data: torch.Tensor,
+    tier: Tier = Tier.DEVICE,
+) -> None:
+    """Store rows into a pool (tests and the engine's reference model)."""
+    cache._cidx(component)
+    cache.pools.write(component, tier, slots, data)
+
+
+def read_slots(
+    cache: UniCache, component: type, slots: Sequence[int], tier: Tier = Tier.DEVICE
+) -> torch.Tensor:
+    """A CPU copy of rows of a pool."""
+    cache._cidx(component)
+    return cache.pools.read(component, tier, slots)
+
+
+def alloc_dev(cache: UniCache, i: int, n: int) -> list[int] | None:
+    alloc = cache._dev[i]
+    assert alloc is not None
+    got = alloc.alloc(n)
+    if got is None:
+        cache._evict_dev(i, n - alloc.free_count)
+        got = alloc.alloc(n)
+    return got
+
+
+def alloc_host(cache: UniCache, i: int, n: int) -> array[int] | None:
+    alloc = cache._host[i]
+    assert alloc is not None
+    got = alloc.alloc_compact(n)
+    if got is None:
+        cache._evict_host(i, n - alloc.free_count)
+        got = alloc.alloc_compact(n)
+    return got
+
+
+def lent_slots(cache: UniCache, component: Component) -> set[int]:
+    """Device slots currently owned by requests (allocated, not yet donated or freed)."""
+    return set(cache._lent[cache._cidx(component)])
+
+
+def path_pages(
+    cache: UniCache, node: Node, component: type = Full, tier: Tier = Tier.DEVICE
+) -> list[int]:
+    """The pages (Full/SWA) of the whole path ending at `node`, root first, on one tier.
+
+    Raises `InvalidArgumentError` if a node of the path lacks them (e.g. a
+    host-only node asked for device pages, or an SWA tombstone).
+    """
+    cache._check_node(node)
+    i = cache._cidx(component)
+    if i == MAMBA:
+        raise InvalidArgumentError("path_pages: Mamba has one state per node, not pages")
+    out: list[int] = []
+    for x in node.path():
+        if i == FULL:
+            pages = x.dev_full if tier is Tier.DEVICE else x.host_pages
+        else:
+            pages = x.dev_swa if tier is Tier.DEVICE else x.host_swa_pages
+        if pages is None:
+            raise InvalidArgumentError(
+                f"path_pages: node {x.id} holds no {component.__name__} pages on {tier.value}"
+            )
+        out += pages
+    return out

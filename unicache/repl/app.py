@@ -1,0 +1,201 @@
+"""`unicache repl`: the command line, session start-up, and the script / stdin / interactive loops."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from unicache.repl.executor import Outcome, error_json, execute
+from unicache.repl.options import add_cache_options, config_from
+from unicache.repl.parser import Args
+from unicache.repl.session import Session
+
+DESCRIPTION = """\
+The lease debugging REPL. Opens a crash dump (read-only), a trace replay at a
+step, or a fresh cache; 'help' lists the commands. Non-interactive with
+--script FILE or when standard input is not a terminal; --json prints one JSON
+object per command, so a session can be turned into a test.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="unicache repl", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_argument_group("what to open (default: a fresh cache)")
+    what = src.add_mutually_exclusive_group()
+    what.add_argument("--dump", metavar="FILE", help="inspect a crash dump read-only")
+    what.add_argument("--trace", metavar="FILE",
+                      help="replay a trace (a JSONL/Mooncake file, or 'mooncake' for the bundled one)")
+    src.add_argument("--step", type=int, default=0, metavar="N", help="with --trace: run N engine steps first")
+    run = p.add_argument_group("how to run")
+    run.add_argument("--script", metavar="FILE", help="read commands from FILE ('-' = standard input)")
+    run.add_argument("--json", action="store_true", help="print one JSON object per command")
+    run.add_argument("--keep-going", action="store_true",
+                     help="scripts: carry on after a command that failed unexpectedly (exit status still 1)")
+    run.add_argument("--history-file", metavar="FILE", default=None,
+                     help="interactive history (default $UNICACHE_REPL_HISTORY or ~/.unicache_repl_history)")
+    run.add_argument("--seed", type=int, default=None, help="recorded in dumps; the trace replay's seed")
+    add_cache_options(p)
+    trace = p.add_argument_group("trace replay (with --trace)")
+    trace.add_argument("--requests", type=int, default=200, metavar="N", help="requests to replay (default 200)")
+    trace.add_argument("--start", type=int, default=0, metavar="N", help="first request of the trace")
+    trace.add_argument("--tokens-per-block", type=int, default=16, metavar="B",
+                       help="Mooncake tokens per 512-token block (default 16)")
+    trace.add_argument("--faults", default="delay,reorder", metavar="LIST",
+                       help="simulated transfer faults: delay,reorder,duplicate,fail or none")
+    trace.add_argument("--max-running", type=int, default=16, metavar="N")
+    trace.add_argument("--decode-per-step", type=int, default=4, metavar="N")
+    trace.add_argument("--trace-transfer", default="simulated", choices=("immediate", "simulated", "auto", "cuda"),
+                       help="transfer engine of the replay (default simulated)")
+    return p
+
+
+class Output:
+    """Writes outcomes: JSON lines, or rich views (echoing each command when not interactive)."""
+
+    def __init__(self, json_mode: bool, echo: bool, stream: TextIO) -> None:
+        from rich.console import Console
+
+        self.json_mode = json_mode
+        self.echo = echo
+        self.stream = stream
+        width = None if stream.isatty() or os.environ.get("COLUMNS") else 140
+        self.console = Console(file=stream, highlight=False, soft_wrap=False, width=width)
+
+    def outcome(self, outcome: Outcome) -> None:
+        if self.json_mode:
+            self.stream.write(json.dumps(outcome.envelope) + "\n")
+            self.stream.flush()
+            return
+        from unicache.repl.render import render
+
+        if self.echo and outcome.line is not None:
+            prefix = "! " if outcome.line.expect_error else ""
+            self.console.print(f"[dim]unicache> {prefix}[/dim]", end="")
+            self.console.print(outcome.line.text.removeprefix("!").strip(), markup=False, style="dim")
+        view = render(outcome.envelope)
+        if view is not None:
+            self.console.print(view)
+
+    def startup_error(self, exc: BaseException) -> None:
+        if self.json_mode:
+            self.stream.write(json.dumps({"cmd": "repl", "args": [], "ok": False, "error": error_json(exc)}) + "\n")
+        else:
+            self.console.print(f"[bold red]error[/bold red] [{type(exc).__name__}] ", end="")
+            self.console.print(str(exc), markup=False)
+
+    def banner(self, session: Session) -> None:
+        if self.json_mode:
+            return
+        from rich.text import Text
+
+        dump = session.dump
+        if dump is None:
+            self.console.print(Text(f"unicache repl — {session.source}. 'help' lists commands.", style="dim"))
+            return
+        err = dump.error
+        lines = [f"crash dump {session.dump_path} (format v{dump.version}, written {dump.created_at})"]
+        if err is not None:
+            lines.append(f"error: {err.type}: {err.message.splitlines()[0] if err.message else ''}")
+        seed = "-" if dump.seed is None else dump.seed
+        lines.append(f"seed {seed}, step {dump.step}, epoch {dump.epoch}, {len(dump.nodes)} nodes, "
+                     f"{len(dump.leases)} live leases, {len(dump.tickets)} live tickets")
+        for c in dump.capture_errors:
+            lines.append(f"not captured: {c.section} ({c.type}: {c.message})")
+        reproduce = dump.extra.get("reproduce")
+        if isinstance(reproduce, str):
+            lines.append(f"reproduce: {reproduce}")
+        lines.append("read-only: tree, pins, leases, lease, history, tickets, events, stats, check, dot, dump, "
+                     "assert. Commands that change a cache need a live one ('new').")
+        self.console.print(Text("\n".join(lines)))
+
+
+def _start(session: Session, args: Args) -> None:
+    dump = args.opt_str("dump")
+    trace = args.opt_str("trace")
+    session.seed = args.opt_int("seed")
+    if dump is not None:
+        session.open_dump(dump)
+        return
+    if trace is not None:
+        from unicache.repl.trace import open_trace
+
+        open_trace(session, trace, args)
+        return
+    if args.get_int("step"):
+        raise ValueError("--step needs --trace")
+    config, transfer = config_from(args)
+    session.start_fresh(config, transfer)
+
+
+def run_lines(session: Session, lines: Iterable[str], out: Output, *, keep_going: bool) -> int:
+    """Execute lines in order; 1 if any did not do what it should (stopping there unless keep_going)."""
+    status = 0
+    for text in lines:
+        outcome = execute(session, text)
+        if outcome is None:
+            continue
+        out.outcome(outcome)
+        if not outcome.met:
+            status = 1
+            if not keep_going:
+                break
+        if session.quit:
+            break
+    return status
+
+
+def history_path(args: Args) -> Path:
+    given = args.opt_str("history_file") or os.environ.get("UNICACHE_REPL_HISTORY")
+    return Path(given) if given else Path.home() / ".unicache_repl_history"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `unicache repl` with `argv` (without the program name); returns the exit status.
+
+    0: every command did what it should; 1: a script command failed
+    unexpectedly; 2: bad command line or the dump/trace could not be opened.
+    """
+    parser = build_parser()
+    try:
+        ns = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else 2
+    args = Args(ns)
+    script = args.opt_str("script")
+    interactive = script is None and sys.stdin.isatty() and sys.stdout.isatty()
+    out = Output(args.flag("json"), echo=not interactive, stream=sys.stdout)
+    session = Session()
+    try:
+        _start(session, args)
+    except Exception as exc:
+        out.startup_error(exc)
+        session.close()
+        return 2
+    try:
+        if interactive or args.opt_str("dump") is not None:
+            out.banner(session)
+        steps = args.get_int("step")
+        if steps and session.mode == "trace":
+            first = execute(session, f"step {steps}")
+            if first is not None:
+                out.outcome(first)
+        if interactive:
+            from unicache.repl.interactive import run_interactive
+
+            return run_interactive(session, out, history_path(args))
+        if script is None or script == "-":
+            return run_lines(session, sys.stdin, out, keep_going=args.flag("keep_going"))
+        try:
+            text = Path(script).read_text(encoding="utf-8")
+        except OSError as exc:
+            out.startup_error(exc)
+            return 2
+        return run_lines(session, text.splitlines(), out, keep_going=args.flag("keep_going"))
+    finally:
+        session.close()

@@ -1,0 +1,56 @@
+"""Commands that write files: dot (Graphviz) and dump (a crash dump of the current state)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from unicache.dump.schema import JSONObject
+from unicache.repl.commands.base import Needs, command
+from unicache.repl.dot import to_dot
+from unicache.repl.parser import Args, ReplArgumentParser
+from unicache.repl.session import Session
+
+
+def _p_dot(p: ReplArgumentParser) -> None:
+    p.add_argument("file", help="where to write the DOT text ('-' prints it)")
+    p.add_argument("--node", default=None, help="only the subtree below this node")
+    p.add_argument("--leases", action="store_true", help="also draw each pinning lease, linked to its nodes")
+
+
+@command("dot", "write the tree with pins as Graphviz DOT", Needs.VIEW, "files", _p_dot)
+def cmd_dot(s: Session, a: Args) -> JSONObject:
+    """Write the tree (or the subtree below --node) as a Graphviz digraph: nodes labelled with their
+    span, tokens, residency and pinning leases, filled by how many components pin them.
+    Render with: dot -Tsvg FILE -o tree.svg"""
+    view = s.view()
+    node = a.opt_str("node")
+    top = s.node_id(node) if node is not None else None
+    text = to_dot(view, top, leases=a.flag("leases"))
+    target = a.get_str("file")
+    if target == "-":
+        return {"file": None, "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root)),
+                "dot": text}
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return {"file": str(path.resolve()), "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root))}
+
+
+def _p_dump(p: ReplArgumentParser) -> None:
+    p.add_argument("file", help="file (or directory, ending in /) to write the crash dump to")
+
+
+@command("dump", "write a crash dump of the current state", Needs.VIEW, "files", _p_dump)
+def cmd_dump(s: Session, a: Args) -> JSONObject:
+    """Write the current state as a crash dump (the format 'unicache repl --dump' opens). On a
+    loaded dump, writes that dump again."""
+    from unicache.dump.writer import capture, write_document
+
+    target = a.get_str("file")
+    cache = s.cache
+    if cache is None or s.dump is not None:
+        doc = s.view().to_json()
+    else:
+        doc = capture(cache, seed=s.seed, step=cache.ledger.step, extra={"source": s.source, "repl": True})
+    path = write_document(doc, target)
+    return {"file": str(path)}

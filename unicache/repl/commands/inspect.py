@@ -1,0 +1,259 @@
+"""Read-only commands, on a live cache or a dump: tree, pins, leases, lease, history, events, stats, check."""
+
+from __future__ import annotations
+
+from unicache.dump.schema import JSON, CrashDump, DumpEvent, JSONObject
+from unicache.repl.commands.base import Needs, command
+from unicache.repl.errors import CommandSyntaxError, UnknownNameError
+from unicache.repl.parser import Args, ReplArgumentParser
+from unicache.repl.refs import format_tokens, parse_lease, parse_node, parse_ticket
+from unicache.repl.session import Session
+
+_COMPONENTS = ("full", "swa", "mamba")
+
+
+def _component(value: str | None) -> str | None:
+    if value is None:
+        return None
+    c = value.lower()
+    if c not in _COMPONENTS:
+        raise CommandSyntaxError("", f"unknown component {value!r} (full, swa or mamba)")
+    return c
+
+
+def node_json(view: CrashDump, node_id: int, depth: int) -> JSONObject:
+    node = view.nodes[node_id]
+    doc = node.to_json()
+    doc["depth"] = depth
+    doc["path"] = format_tokens(view.tokens(node_id)) if node.parent is not None else ""
+    return doc
+
+
+def _p_tree(p: ReplArgumentParser) -> None:
+    p.add_argument("node", nargs="?", default="root", help="subtree root (default: the whole tree)")
+    p.add_argument("--depth", type=int, default=None, help="levels below NODE to show")
+    p.add_argument("--pinned", action="store_true", help="only pinned nodes and their ancestors")
+
+
+@command("tree", "the tree (or a subtree) with per-component residency and pins", Needs.VIEW, "inspect", _p_tree)
+def cmd_tree(s: Session, a: Args) -> JSONObject:
+    """Show the tree below NODE: each node's edge [start:end), its tokens, per component where the
+    data is (D device, H host) and which leases pin it (L<id>)."""
+    view = s.view()
+    top = s.node_id(a.get_str("node"))
+    limit = a.opt_int("depth")
+    keep: set[int] | None = None
+    if a.flag("pinned"):
+        keep = set()
+        for node in view.subtree(top):
+            if node.pins():
+                keep.update(n.id for n in view.node_path(node.id))
+        keep.add(top)
+    nodes: list[JSON] = []
+    stack = [(top, 0)]
+    while stack:
+        nid, depth = stack.pop()
+        if keep is not None and nid not in keep:
+            continue
+        nodes.append(node_json(view, nid, depth))
+        if limit is None or depth < limit:
+            stack.extend((c, depth + 1) for c in reversed(view.nodes[nid].children))
+    return {"root": top, "nodes": nodes}
+
+
+def _lease_json(view: CrashDump, lease_id: int) -> JSONObject:
+    lease = view.leases[lease_id]
+    doc = lease.to_json()
+    doc["tickets"] = [t.id for t in view.tickets if lease_id in t.leases.values()]
+    return doc
+
+
+def _p_pins(p: ReplArgumentParser) -> None:
+    p.add_argument("node", help="#ID, ID, t:TOKENS, root, @device, @anchor or @last")
+
+
+@command("pins", "which leases pin a node, per component", Needs.VIEW, "inspect", _p_pins)
+def cmd_pins(s: Session, a: Args) -> JSONObject:
+    """List the leases pinning NODE, by component: owner, generation, acquisition site, and the
+    ticket that owns each (if any)."""
+    view = s.view()
+    nid = s.node_id(a.get_str("node"))
+    node = view.nodes[nid]
+    comps: JSONObject = {}
+    for name, res in node.components.items():
+        comps[name] = {
+            "device": res.to_json()["device"],
+            "host": res.to_json()["host"],
+            "leases": [_lease_json(view, lid) for lid in res.pins],
+        }
+    pinned: list[JSON] = [*sorted(node.pins())]
+    return {
+        "node": nid,
+        "path": format_tokens(view.tokens(nid)),
+        "span": [node.start, node.end],
+        "components": comps,
+        "pinned_by_components": pinned,
+    }
+
+
+def _p_leases(p: ReplArgumentParser) -> None:
+    p.add_argument("--node", default=None, help="only leases pinning this node")
+    p.add_argument("--component", default=None, help="full, swa or mamba")
+    p.add_argument("--owner", default=None, help="only owners containing this text")
+
+
+@command("leases", "live leases (filter by node, component, owner)", Needs.VIEW, "inspect", _p_leases)
+def cmd_leases(s: Session, a: Args) -> JSONObject:
+    """List live leases: id, component, owner, generation, the nodes they pin, acquisition site."""
+    view = s.view()
+    node = a.opt_str("node")
+    nid = s.node_id(node) if node is not None else None
+    comp = _component(a.opt_str("component"))
+    owner = a.opt_str("owner")
+    out: list[JSON] = []
+    for lease in view.leases.values():
+        if nid is not None and nid not in lease.nodes:
+            continue
+        if comp is not None and lease.component != comp:
+            continue
+        if owner is not None and owner not in lease.owner:
+            continue
+        out.append(_lease_json(view, lease.id))
+    return {"leases": out, "epoch": view.epoch}
+
+
+def _events_for(view: CrashDump, *, lease: int | None = None, node: int | None = None,
+                ticket: int | None = None) -> list[DumpEvent]:
+    out: list[DumpEvent] = []
+    for e in view.events:
+        if lease is not None and e.lease != lease:
+            continue
+        if node is not None and node not in e.nodes:
+            continue
+        if ticket is not None and e.ticket != ticket and not _owner_names_ticket(e.owner, ticket):
+            continue
+        out.append(e)
+    return out
+
+
+def _owner_names_ticket(owner: str | None, ticket: int) -> bool:
+    """Lease events of a ticket's leases carry the ticket in the owner ("load-back#7@12")."""
+    if owner is None:
+        return False
+    head = owner.split("@", 1)[0]
+    return head.endswith(f"#{ticket}") and not head.startswith("lock")
+
+
+def _p_lease(p: ReplArgumentParser) -> None:
+    p.add_argument("lease", help="L<id>")
+
+
+@command("lease", "one lease: owner, generation, site, what it pins, history", Needs.VIEW, "inspect", _p_lease)
+def cmd_lease(s: Session, a: Args) -> JSONObject:
+    """Show lease L<id>: component, owner, generation, acquisition site (debug mode), the nodes it
+    pins now and its recorded scope, the ticket owning it, and its flight-recorder history.
+    A lease that is no longer live is shown from its history alone."""
+    view = s.view()
+    lid = parse_lease(a.get_str("lease"))
+    history = _events_for(view, lease=lid)
+    if lid not in view.leases and not history:
+        raise UnknownNameError("lease", f"L{lid}", "not live, and the flight recorder has no event for it")
+    return {
+        "lease": _lease_json(view, lid) if lid in view.leases else None,
+        "live": lid in view.leases,
+        "history": [e.to_json() for e in history],
+    }
+
+
+def _p_history(p: ReplArgumentParser) -> None:
+    p.add_argument("target", help="a node (#ID, t:TOKENS, ...), a lease L<id> or a ticket T<id>")
+    p.add_argument("--last", type=int, default=None, help="only the newest N events")
+
+
+@command("history", "flight-recorder events of a node, a lease or a ticket", Needs.VIEW, "inspect", _p_history)
+def cmd_history(s: Session, a: Args) -> JSONObject:
+    """Events from the flight recorder touching TARGET: a node (pins, unpins, acquires and releases
+    of leases pinning it, blocked evictions), a lease L<id>, or a ticket T<id>. A node id that is
+    no longer in the tree is still searched."""
+    view = s.view()
+    target = a.get_str("target")
+    if target[:1] in "Ll":
+        lid = parse_lease(target)
+        events = _events_for(view, lease=lid)
+        what: JSONObject = {"lease": lid}
+    elif target[:1] in "Tt" and not target.startswith("t:"):
+        tid = parse_ticket(target)
+        events = _events_for(view, ticket=tid)
+        what = {"ticket": tid}
+    else:
+        ref = parse_node(target)
+        nid = ref.id if ref.id is not None and ref.id not in view.nodes else s.node_id(target)
+        events = _events_for(view, node=nid)
+        what = {"node": nid}
+    last = a.opt_int("last")
+    if last is not None:
+        events = events[-last:] if last > 0 else []
+    return {"target": what, "events": [e.to_json() for e in events]}
+
+
+def _p_events(p: ReplArgumentParser) -> None:
+    p.add_argument("--last", type=int, default=30, help="newest N events (default 30; 0 = all)")
+    p.add_argument("--kind", default=None, help="acquire, release, revoke, stale, leak, pin, unpin, epoch, "
+                                                 "stale-ack, failed-transfer, evict-blocked, reclaim-blocked, note")
+    p.add_argument("--component", default=None, help="full, swa or mamba")
+
+
+@command("events", "the flight recorder (newest last)", Needs.VIEW, "inspect", _p_events)
+def cmd_events(s: Session, a: Args) -> JSONObject:
+    """The newest flight-recorder events: seq, step, kind, lease, component, owner, generation,
+    nodes, ticket, detail."""
+    view = s.view()
+    kind = a.opt_str("kind")
+    comp = _component(a.opt_str("component"))
+    events = [e for e in view.events if (kind is None or e.kind == kind) and (comp is None or e.component == comp)]
+    last = a.get_int("last")
+    if last > 0:
+        events = events[-last:]
+    return {"events": [e.to_json() for e in events], "total": len(view.events)}
+
+
+@command("stats", "pools, counters, ledger", Needs.VIEW, "inspect")
+def cmd_stats(s: Session, a: Args) -> JSONObject:
+    """Pool occupancy (capacity, free, used, quarantined), cache counters, ledger counters, epoch."""
+    view = s.view()
+    return {
+        "source": s.source,
+        "epoch": view.epoch,
+        "step": view.ledger.step,
+        "nodes": len(view.nodes),
+        "pools": {k: p.to_json() for k, p in view.pools.items()},
+        "counters": dict(view.counters),
+        "ledger": dict(view.ledger.counters),
+        "leaks": [x.to_json() for x in view.ledger.leaks],
+    }
+
+
+@command("check", "sanity check (and the data oracle on a fresh cache)", Needs.VIEW, "inspect")
+def cmd_check(s: Session, a: Args) -> JSONObject:
+    """Run the cache's sanity check (pin sets recomputed from live leases, pool accounting, tree
+    links, residency rules) and, on a fresh cache, compare every published slot with the
+    reference model. On a dump, shows the check recorded when it was written.
+    Reports; does not fail. Use 'assert clean' to make a script fail on violations."""
+    cache = s.cache
+    if cache is None or s.dump is not None:
+        view = s.view()
+        sanity = view.sanity
+        return {
+            "recorded": True,
+            "clean": None if sanity is None else sanity.ok,
+            "violations": [] if sanity is None else [v.to_json() for v in sanity.violations],
+            "data": None,
+        }
+    report = cache.sanity_check()
+    violations: list[JSON] = [
+        {"kind": v.kind, "node": v.node_id, "component": v.component, "lease": v.lease_id, "detail": v.detail}
+        for v in report.violations
+    ]
+    data: JSON = s.driver.data_check() if s.driver is not None else None
+    clean = report.ok and (not isinstance(data, dict) or not data.get("mismatches"))
+    return {"recorded": False, "clean": clean, "violations": violations, "data": data}

@@ -1,0 +1,113 @@
+"""Run one REPL line: parse, check what it needs, execute, and wrap the outcome in the JSON envelope.
+
+Every outcome is `{"cmd": NAME, "args": [...], "ok": true, ...result}` or
+`{"cmd": NAME, "args": [...], "ok": false, "error": {"type", "message"[, "ids"]}}`;
+the human renderer draws from the same envelope, so both views always agree.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from unicache.dump.schema import JSON, JSONObject
+from unicache.repl.commands import REGISTRY, Needs
+from unicache.repl.errors import CommandSyntaxError, NeedsLiveCacheError
+from unicache.repl.parser import Line, parse_args, split_line
+from unicache.repl.session import Session, completion_json
+
+_RESERVED = frozenset({"cmd", "args", "ok", "error", "expect_error"})
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One executed line. `met` is whether it did what the script expected (success, or failure
+    for a line starting with '!')."""
+
+    line: Line | None
+    envelope: JSONObject
+    ok: bool
+    error: BaseException | None
+    expect_error: bool = False
+
+    @property
+    def met(self) -> bool:
+        return self.ok != self.expect_error
+
+
+def error_json(exc: BaseException) -> JSONObject:
+    from unicache.dump.writer import describe_error
+
+    doc: JSONObject = {"type": type(exc).__name__, "message": str(exc)}
+    ids = describe_error(exc)["ids"]
+    if isinstance(ids, dict) and ids:
+        doc["ids"] = ids
+    return doc
+
+
+def _unknown(name: str) -> CommandSyntaxError:
+    close = difflib.get_close_matches(name, list(REGISTRY), n=3)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "; 'help' lists every command"
+    return CommandSyntaxError("", f"unknown command {name!r}{hint}")
+
+
+def execute(session: Session, text: str) -> Outcome | None:
+    """Run one input line; None for blank lines and comments."""
+    try:
+        line = split_line(text)
+    except CommandSyntaxError as exc:
+        expect = text.strip().startswith("!")
+        first = text.strip().lstrip("!").split()
+        envelope: JSONObject = {"cmd": first[0] if first else "", "args": [], "ok": False, "error": error_json(exc)}
+        if expect:
+            envelope["expect_error"] = True
+        return Outcome(None, envelope, False, exc, expect)
+    if line is None:
+        return None
+    envelope = {"cmd": line.name, "args": list(line.argv)}
+    if line.expect_error:
+        envelope["expect_error"] = True
+    cmd = REGISTRY.get(line.name)
+    live = False
+    try:
+        if cmd is None:
+            raise _unknown(line.name)
+        args = parse_args(cmd.parser, line.argv)
+        if cmd.needs is Needs.LIVE:
+            session.live(cmd.name)
+            live = True
+        elif cmd.needs is Needs.VIEW and session.cache is None and session.dump is None:
+            raise NeedsLiveCacheError(cmd.name, session.source)
+        cache = session.cache
+        if live and cache is not None and session.driver is not None and session.driver.name == "fresh":
+            cache.ledger.step += 1
+        data = cmd.body(session, args)
+        extra = _after(session, live)
+    except Exception as exc:
+        if live:
+            try:
+                _after(session, live)
+            except Exception:
+                pass
+        session.invalidate()
+        envelope["ok"] = False
+        envelope["error"] = error_json(exc)
+        return Outcome(line, envelope, False, exc, line.expect_error)
+    session.invalidate()
+    clash = _RESERVED.intersection(data)
+    assert not clash, f"command {line.name} returned reserved keys {sorted(clash)}"
+    envelope["ok"] = True
+    envelope.update(data)
+    envelope.update(extra)
+    return Outcome(line, envelope, True, None, line.expect_error)
+
+
+def _after(session: Session, live: bool) -> JSONObject:
+    """Acks the engine already has are settled after every live command (the scheduler's poll)."""
+    if not live or session.cache is None:
+        return {}
+    done = session.settle()
+    if not done:
+        return {}
+    completions: list[JSON] = [completion_json(c) for c in done]
+    return {"completions": completions}

@@ -1,0 +1,103 @@
+"""Our own JSONL trace format: one request per line with an explicit ``tokens`` list.
+
+This is exactly what ``sglang_harness.py --dump-workload`` writes:
+``{"id": int, "session": int, "turn": int, "tokens": [int, ...]}``. Optional
+fields: ``output_tokens`` (tokens to decode, default 0) and ``timestamp``
+(milliseconds). A ``.gz`` suffix is read (and written) gzipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from array import array
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, cast
+
+from unicache.traces.request import Trace, TraceFormatError, TraceRequest
+
+
+def _opt_int(record: dict[str, object], key: str, where: str) -> int | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TraceFormatError(f"{where}: {key} must be an int, got {value!r}")
+    return value
+
+
+def parse_token_record(record: object, *, index: int, where: str) -> TraceRequest:
+    """One explicit-token JSON object -> a request (``where`` names file:line for errors)."""
+    if not isinstance(record, dict):
+        raise TraceFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    tokens = record.get("tokens")
+    if not isinstance(tokens, list) or not tokens:
+        raise TraceFormatError(f"{where}: tokens must be a non-empty list")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+        raise TraceFormatError(f"{where}: tokens must be non-negative ints")
+    rid = _opt_int(record, "id", where)
+    output = _opt_int(record, "output_tokens", where) or 0
+    if output < 0:
+        raise TraceFormatError(f"{where}: negative output_tokens {output}")
+    timestamp = record.get("timestamp", 0)
+    if not isinstance(timestamp, int | float) or isinstance(timestamp, bool):
+        raise TraceFormatError(f"{where}: timestamp must be a number")
+    try:
+        toks = array("q", tokens)
+    except OverflowError:
+        raise TraceFormatError(f"{where}: a token does not fit in 64 bits") from None
+    return TraceRequest(
+        rid=index if rid is None else rid,
+        tokens=toks,
+        output_tokens=output,
+        arrival_ms=float(timestamp),
+        session=_opt_int(record, "session", where),
+        turn=_opt_int(record, "turn", where),
+    )
+
+
+def iter_token_jsonl(stream: IO[bytes], *, name: str, start: int = 0,
+                     count: int | None = None) -> Iterator[TraceRequest]:
+    """Requests ``start .. start+count-1`` of an explicit-token JSONL stream, in file order."""
+    if start < 0 or (count is not None and count < 0):
+        raise ValueError(f"request window start={start} count={count} must be non-negative")
+    index = 0
+    for lineno, raw in enumerate(stream, 1):
+        if not raw.strip():
+            continue
+        if index >= start:
+            if count is not None and index >= start + count:
+                return
+            where = f"{name}:{lineno}"
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise TraceFormatError(f"{where}: invalid JSON ({exc.msg})") from None
+            yield parse_token_record(record, index=index, where=where)
+        index += 1
+
+
+def load_token_jsonl(path: Path, *, start: int = 0, count: int | None = None) -> Trace:
+    """Load a window of an explicit-token JSONL trace."""
+    stream = cast(IO[bytes], gzip.open(path)) if path.suffix == ".gz" else path.open("rb")
+    with stream:
+        reqs = list(iter_token_jsonl(stream, name=str(path), start=start, count=count))
+    return Trace(path.name, reqs, source=str(path))
+
+
+def dump_token_jsonl(requests: Iterable[TraceRequest], path: Path) -> None:
+    """Write requests in the explicit-token format (readable by :func:`load_token_jsonl`)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt") as out:
+        for req in requests:
+            record: dict[str, object] = {"id": req.rid, "tokens": req.tokens.tolist()}
+            if req.session is not None:
+                record["session"] = req.session
+            if req.turn is not None:
+                record["turn"] = req.turn
+            if req.output_tokens:
+                record["output_tokens"] = req.output_tokens
+            if req.arrival_ms:
+                record["timestamp"] = req.arrival_ms
+            out.write(json.dumps(record) + "\n")
