@@ -14,6 +14,8 @@ from unicache.repl.executor import execute
 from unicache.repl.session import Session
 
 FULL_MAMBA = "new --components full,mamba --transfer manual --device-tokens 32 --mamba-slots 8\n"
+# t:1..8 backed up (T1, acked), evicted from the device, and loaded back by T2, whose ack is pending
+LOADING_T2 = FULL_MAMBA + "insert 1..8\nbackup t:1..8\nack all\nevict device 32\nload-back t:1..8\n"
 
 
 def test_new_reports_config(repl: RunRepl) -> None:
@@ -150,12 +152,7 @@ def test_evict_variants_and_reclaim(repl: RunRepl) -> None:
 
 
 def test_load_back_reset_stale_ack_run_until(repl: RunRepl) -> None:
-    run = repl(FULL_MAMBA + """\
-        insert 1..8
-        backup t:1..8
-        ack all
-        evict device 32
-        load-back t:1..8
+    run = repl(LOADING_T2 + """\
         load-back root
         reset
         tickets
@@ -187,12 +184,7 @@ def test_load_back_reset_stale_ack_run_until(repl: RunRepl) -> None:
 
 
 def test_abandon_keeps_leases_until_the_ack(repl: RunRepl) -> None:
-    run = repl(FULL_MAMBA + """\
-        insert 1..8
-        backup t:1..8
-        ack all
-        evict device 32
-        load-back t:1..8
+    run = repl(LOADING_T2 + """\
         abandon T2
         tickets
         assert counter live == 2
@@ -212,12 +204,7 @@ def test_abandon_keeps_leases_until_the_ack(repl: RunRepl) -> None:
 
 
 def test_settled_load_backs_are_listed(repl: RunRepl) -> None:
-    run = repl(FULL_MAMBA + """\
-        insert 1..8
-        backup t:1..8
-        ack all
-        evict device 32
-        load-back t:1..8
+    run = repl(LOADING_T2 + """\
         ack T2
         tickets
         """)

@@ -9,9 +9,9 @@ exact inverse, so `CrashDump.from_json(d).to_json() == d` for any valid `d`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import TypeAlias, Union
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields
+from typing import TypeAlias, TypeGuard, TypeVar, Union
 
 from leases import EventKind
 
@@ -24,6 +24,7 @@ FORMAT = "unicache-crash-dump"
 VERSION = 1
 COMPONENT_NAMES = ("full", "swa", "mamba")
 _EVENT_KINDS = frozenset(k.value for k in EventKind)
+_T = TypeVar("_T")
 
 
 def _type_name(value: object) -> str:
@@ -44,8 +45,24 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str(value: object) -> TypeGuard[str]:
+    return isinstance(value, str)
+
+
+def _is_bool(value: object) -> TypeGuard[bool]:
+    return isinstance(value, bool)
+
+
+def _is_object(value: object) -> TypeGuard[JSONObject]:
+    return isinstance(value, dict)
+
+
+def _is_node_ref(value: object) -> TypeGuard[int | str]:
+    return _is_int(value) or isinstance(value, str)
 
 
 class _Obj:
@@ -70,70 +87,60 @@ class _Obj:
     def _bad(self, key: str, expected: str, value: object) -> DumpFormatError:
         return DumpFormatError(self._at(key), f"expected {expected}, got {_type_name(value)}")
 
-    def req_int(self, key: str, *, minimum: int | None = None) -> int:
+    def _req(self, key: str, ok: Callable[[object], TypeGuard[_T]], expected: str) -> _T:
         value = self._get(key)
-        if not _is_int(value):
-            raise self._bad(key, "an int", value)
-        assert isinstance(value, int)
+        if not ok(value):
+            raise self._bad(key, expected, value)
+        return value
+
+    def _opt(self, key: str, read: Callable[[str], _T]) -> _T | None:
+        return None if self._get(key) is None else read(key)
+
+    def items(self, key: str, ok: Callable[[object], TypeGuard[_T]], expected: str,
+              expected_item: str) -> tuple[_T, ...]:
+        """A list whose every item passes `ok`; `expected` names the list, `expected_item` an item."""
+        value = self._get(key)
+        if not isinstance(value, list):
+            raise self._bad(key, expected, value)
+        out: list[_T] = []
+        for i, item in enumerate(value):
+            if not ok(item):
+                raise DumpFormatError(f"{self._at(key)}[{i}]", f"expected {expected_item}, got {_type_name(item)}")
+            out.append(item)
+        return tuple(out)
+
+    def req_int(self, key: str, *, minimum: int | None = None) -> int:
+        value = self._req(key, _is_int, "an int")
         if minimum is not None and value < minimum:
             raise DumpFormatError(self._at(key), f"expected an int >= {minimum}, got {value}")
         return value
 
     def opt_int(self, key: str) -> int | None:
-        value = self._get(key)
-        if value is None:
-            return None
-        return self.req_int(key)
+        return self._opt(key, self.req_int)
 
     def req_str(self, key: str) -> str:
-        value = self._get(key)
-        if not isinstance(value, str):
-            raise self._bad(key, "a string", value)
-        return value
+        return self._req(key, _is_str, "a string")
 
     def opt_str(self, key: str) -> str | None:
-        value = self._get(key)
-        if value is None:
-            return None
-        return self.req_str(key)
+        return self._opt(key, self.req_str)
 
     def req_bool(self, key: str) -> bool:
-        value = self._get(key)
-        if not isinstance(value, bool):
-            raise self._bad(key, "a bool", value)
-        return value
+        return self._req(key, _is_bool, "a bool")
 
     def ints(self, key: str) -> tuple[int, ...]:
-        value = self._get(key)
-        if not isinstance(value, list):
-            raise self._bad(key, "a list of ints", value)
-        for i, item in enumerate(value):
-            if not _is_int(item):
-                raise DumpFormatError(f"{self._at(key)}[{i}]", f"expected an int, got {_type_name(item)}")
-        return tuple(value)  # type: ignore[arg-type]  # every item checked above
+        return self.items(key, _is_int, "a list of ints", "an int")
 
     def opt_ints(self, key: str) -> tuple[int, ...] | None:
-        if self._get(key) is None:
-            return None
-        return self.ints(key)
+        return self._opt(key, self.ints)
 
     def strs(self, key: str) -> tuple[str, ...]:
-        value = self._get(key)
-        if not isinstance(value, list):
-            raise self._bad(key, "a list of strings", value)
-        out: list[str] = []
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise DumpFormatError(f"{self._at(key)}[{i}]", f"expected a string, got {_type_name(item)}")
-            out.append(item)
-        return tuple(out)
+        return self.items(key, _is_str, "a list of strings", "a string")
 
     def obj(self, key: str) -> _Obj:
         return _Obj(self._get(key), self._at(key))
 
     def opt_obj(self, key: str) -> _Obj | None:
-        value = self._get(key)
-        return None if value is None else _Obj(value, self._at(key))
+        return self._opt(key, self.obj)
 
     def objs(self, key: str) -> list[_Obj]:
         value = self._get(key)
@@ -142,10 +149,7 @@ class _Obj:
         return [_Obj(item, f"{self._at(key)}[{i}]") for i, item in enumerate(value)]
 
     def raw_obj(self, key: str) -> JSONObject:
-        value = self._get(key)
-        if not isinstance(value, dict):
-            raise self._bad(key, "an object", value)
-        return value
+        return self._req(key, _is_object, "an object")
 
     def int_map(self, key: str) -> dict[str, int]:
         sub = self.obj(key)
@@ -161,15 +165,36 @@ class _Obj:
             raise DumpFormatError(self._at(extra[0]), "unknown field")
 
 
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """Base of the dump records: field names are the JSON keys, in order."""
+
+    @classmethod
+    def check_keys(cls, o: _Obj) -> None:
+        """Reject any key of `o` that is not a field of `cls`."""
+        o.keys_exactly(f.name for f in fields(cls))
+
+    def to_json(self) -> JSONObject:
+        return {f.name: _to_json(getattr(self, f.name)) for f in fields(self)}
+
+
+def _to_json(value: object) -> JSON:
+    """A record field as JSON: records by their `to_json`, tuples as lists, maps copied."""
+    if isinstance(value, _Record):
+        return value.to_json()
+    if isinstance(value, (tuple, list)):
+        return [_to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_json(v) for k, v in value.items()}
+    assert value is None or isinstance(value, (str, int, float))
+    return value
+
+
 Slots: TypeAlias = "tuple[int, ...] | int | None"
 
 
-def _slots_json(value: Slots) -> JSON:
-    return list(value) if isinstance(value, tuple) else value
-
-
 @dataclass(frozen=True, slots=True)
-class DumpResidency:
+class DumpResidency(_Record):
     """One component of one node: device and host slots (pages, or one Mamba slot) and pinning leases."""
 
     device: Slots
@@ -178,17 +203,10 @@ class DumpResidency:
 
     @staticmethod
     def from_json(o: _Obj, component: str) -> DumpResidency:
-        o.keys_exactly(("device", "host", "pins"))
+        DumpResidency.check_keys(o)
         if component == "mamba":
             return DumpResidency(o.opt_int("device"), o.opt_int("host"), o.ints("pins"))
         return DumpResidency(o.opt_ints("device"), o.opt_ints("host"), o.ints("pins"))
-
-    def to_json(self) -> JSONObject:
-        return {
-            "device": _slots_json(self.device),
-            "host": _slots_json(self.host),
-            "pins": list(self.pins),
-        }
 
     @property
     def tiers(self) -> str:
@@ -198,7 +216,7 @@ class DumpResidency:
 
 
 @dataclass(frozen=True, slots=True)
-class DumpNode:
+class DumpNode(_Record):
     """A tree node: its edge, structure, recency and per-component residency."""
 
     id: int
@@ -213,9 +231,7 @@ class DumpNode:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpNode:
-        o.keys_exactly(
-            ("id", "parent", "start", "end", "key", "children", "last_access", "hits", "components")
-        )
+        DumpNode.check_keys(o)
         comps = o.obj("components")
         residency: dict[str, DumpResidency] = {}
         for name in comps.data:
@@ -234,26 +250,13 @@ class DumpNode:
             )
         return node
 
-    def to_json(self) -> JSONObject:
-        return {
-            "id": self.id,
-            "parent": self.parent,
-            "start": self.start,
-            "end": self.end,
-            "key": list(self.key),
-            "children": list(self.children),
-            "last_access": self.last_access,
-            "hits": self.hits,
-            "components": {name: r.to_json() for name, r in self.components.items()},
-        }
-
     def pins(self) -> dict[str, tuple[int, ...]]:
         """Pinning lease ids by component, only components with at least one pin."""
         return {name: r.pins for name, r in self.components.items() if r.pins}
 
 
 @dataclass(frozen=True, slots=True)
-class DumpLease:
+class DumpLease(_Record):
     """A live lease: who holds it, its epoch, where it was acquired, and what it pins.
 
     `nodes` are the nodes whose pin set holds it at capture time; `scope` is
@@ -271,26 +274,15 @@ class DumpLease:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpLease:
-        o.keys_exactly(("id", "component", "owner", "generation", "site", "nodes", "scope"))
+        DumpLease.check_keys(o)
         return DumpLease(
             o.req_int("id"), o.req_str("component"), o.req_str("owner"), o.req_int("generation"),
             o.opt_str("site"), o.ints("nodes"), o.opt_ints("scope"),
         )
 
-    def to_json(self) -> JSONObject:
-        return {
-            "id": self.id,
-            "component": self.component,
-            "owner": self.owner,
-            "generation": self.generation,
-            "site": self.site,
-            "nodes": list(self.nodes),
-            "scope": None if self.scope is None else list(self.scope),
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class DumpLeak:
+class DumpLeak(_Record):
     """A lease whose last reference died while held, with where it was acquired."""
 
     id: int
@@ -301,21 +293,12 @@ class DumpLeak:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpLeak:
-        o.keys_exactly(("id", "component", "owner", "generation", "site"))
+        DumpLeak.check_keys(o)
         return DumpLeak(o.req_int("id"), o.req_str("component"), o.req_str("owner"), o.req_int("generation"), o.opt_str("site"))
-
-    def to_json(self) -> JSONObject:
-        return {
-            "id": self.id,
-            "component": self.component,
-            "owner": self.owner,
-            "generation": self.generation,
-            "site": self.site,
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class DumpLedger:
+class DumpLedger(_Record):
     """The ledger's identity and counters, and every leak it recorded."""
 
     name: str
@@ -326,24 +309,15 @@ class DumpLedger:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpLedger:
-        o.keys_exactly(("name", "epoch", "step", "counters", "leaks"))
+        DumpLedger.check_keys(o)
         return DumpLedger(
             o.req_str("name"), o.req_int("epoch", minimum=0), o.req_int("step"), o.int_map("counters"),
             tuple(DumpLeak.from_json(x) for x in o.objs("leaks")),
         )
 
-    def to_json(self) -> JSONObject:
-        return {
-            "name": self.name,
-            "epoch": self.epoch,
-            "step": self.step,
-            "counters": dict(self.counters),
-            "leaks": [x.to_json() for x in self.leaks],
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class DumpCopy:
+class DumpCopy(_Record):
     """One slot copy of a ticket: rows `src` of one pool into rows `dst` of another."""
 
     component: str
@@ -354,21 +328,12 @@ class DumpCopy:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpCopy:
-        o.keys_exactly(("component", "src_tier", "dst_tier", "src", "dst"))
+        DumpCopy.check_keys(o)
         return DumpCopy(o.req_str("component"), o.req_str("src_tier"), o.req_str("dst_tier"), o.ints("src"), o.ints("dst"))
-
-    def to_json(self) -> JSONObject:
-        return {
-            "component": self.component,
-            "src_tier": self.src_tier,
-            "dst_tier": self.dst_tier,
-            "src": list(self.src),
-            "dst": list(self.dst),
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class DumpTicket:
+class DumpTicket(_Record):
     """A live transfer ticket (load-back or backup) and the lease it owns per component.
 
     `node` is the load-back anchor or the bottom of the backed-up chain.
@@ -386,29 +351,16 @@ class DumpTicket:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpTicket:
-        o.keys_exactly(("id", "generation", "kind", "node", "status", "owner", "leases", "copies", "abandoned"))
+        DumpTicket.check_keys(o)
         return DumpTicket(
             o.req_int("id"), o.req_int("generation"), o.req_str("kind"), o.req_int("node"),
             o.req_str("status"), o.req_str("owner"), o.int_map("leases"),
             tuple(DumpCopy.from_json(c) for c in o.objs("copies")), o.req_bool("abandoned"),
         )
 
-    def to_json(self) -> JSONObject:
-        return {
-            "id": self.id,
-            "generation": self.generation,
-            "kind": self.kind,
-            "node": self.node,
-            "status": self.status,
-            "owner": self.owner,
-            "leases": dict(self.leases),
-            "copies": [c.to_json() for c in self.copies],
-            "abandoned": self.abandoned,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class DumpJob:
+class DumpJob(_Record):
     """A job the transfer engine still holds (its ack not yet delivered)."""
 
     ticket: int
@@ -418,20 +370,12 @@ class DumpJob:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpJob:
-        o.keys_exactly(("ticket", "generation", "kind", "withheld"))
+        DumpJob.check_keys(o)
         return DumpJob(o.req_int("ticket"), o.req_int("generation"), o.req_str("kind"), o.req_bool("withheld"))
-
-    def to_json(self) -> JSONObject:
-        return {
-            "ticket": self.ticket,
-            "generation": self.generation,
-            "kind": self.kind,
-            "withheld": self.withheld,
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class DumpTransfer:
+class DumpTransfer(_Record):
     """The transfer engine: its class, how many jobs it has not acked, and those it can list."""
 
     engine: str
@@ -440,17 +384,14 @@ class DumpTransfer:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpTransfer:
-        o.keys_exactly(("engine", "pending", "jobs"))
+        DumpTransfer.check_keys(o)
         return DumpTransfer(
             o.req_str("engine"), o.req_int("pending", minimum=0), tuple(DumpJob.from_json(j) for j in o.objs("jobs"))
         )
 
-    def to_json(self) -> JSONObject:
-        return {"engine": self.engine, "pending": self.pending, "jobs": [j.to_json() for j in self.jobs]}
-
 
 @dataclass(frozen=True, slots=True)
-class DumpQuarantine:
+class DumpQuarantine(_Record):
     """Slots held back from the free lists until a (stale) ticket's ack arrives."""
 
     ticket: int
@@ -460,20 +401,12 @@ class DumpQuarantine:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpQuarantine:
-        o.keys_exactly(("ticket", "generation", "kind", "slots"))
+        DumpQuarantine.check_keys(o)
         return DumpQuarantine(o.req_int("ticket"), o.req_int("generation"), o.req_str("kind"), o.ints_map("slots"))
-
-    def to_json(self) -> JSONObject:
-        return {
-            "ticket": self.ticket,
-            "generation": self.generation,
-            "kind": self.kind,
-            "slots": {k: list(v) for k, v in self.slots.items()},
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class DumpPool:
+class DumpPool(_Record):
     """Occupancy of one pool, in rows (pages or slots)."""
 
     capacity: int
@@ -483,18 +416,15 @@ class DumpPool:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpPool:
-        o.keys_exactly(("capacity", "free", "used", "quarantined"))
+        DumpPool.check_keys(o)
         return DumpPool(
             o.req_int("capacity", minimum=0), o.req_int("free", minimum=0), o.req_int("used", minimum=0),
             o.req_int("quarantined", minimum=0),
         )
 
-    def to_json(self) -> JSONObject:
-        return {"capacity": self.capacity, "free": self.free, "used": self.used, "quarantined": self.quarantined}
-
 
 @dataclass(frozen=True, slots=True)
-class DumpEvent:
+class DumpEvent(_Record):
     """One flight-recorder entry (see `leases.LeaseEvent`)."""
 
     seq: int
@@ -510,43 +440,19 @@ class DumpEvent:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpEvent:
-        o.keys_exactly(
-            ("seq", "step", "kind", "lease", "component", "owner", "generation", "nodes", "ticket", "detail")
-        )
+        DumpEvent.check_keys(o)
         kind = o.req_str("kind")
         if kind not in _EVENT_KINDS:
             raise DumpFormatError(o._at("kind"), f"unknown event kind {kind!r}")
-        raw = o._get("nodes")
-        if not isinstance(raw, list):
-            raise o._bad("nodes", "a list", raw)
-        nodes: list[int | str] = []
-        for i, n in enumerate(raw):
-            if not (_is_int(n) or isinstance(n, str)):
-                raise DumpFormatError(f"{o._at('nodes')}[{i}]", f"expected an int or a string, got {_type_name(n)}")
-            assert isinstance(n, (int, str))
-            nodes.append(n)
+        nodes = o.items("nodes", _is_node_ref, "a list", "an int or a string")
         return DumpEvent(
             o.req_int("seq"), o.req_int("step"), kind, o.opt_int("lease"), o.opt_str("component"),
-            o.opt_str("owner"), o.req_int("generation"), tuple(nodes), o.opt_int("ticket"), o.req_str("detail"),
+            o.opt_str("owner"), o.req_int("generation"), nodes, o.opt_int("ticket"), o.req_str("detail"),
         )
-
-    def to_json(self) -> JSONObject:
-        return {
-            "seq": self.seq,
-            "step": self.step,
-            "kind": self.kind,
-            "lease": self.lease,
-            "component": self.component,
-            "owner": self.owner,
-            "generation": self.generation,
-            "nodes": list(self.nodes),
-            "ticket": self.ticket,
-            "detail": self.detail,
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class DumpViolation:
+class DumpViolation(_Record):
     """One sanity-check finding."""
 
     kind: str
@@ -557,21 +463,12 @@ class DumpViolation:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpViolation:
-        o.keys_exactly(("kind", "node", "component", "lease", "detail"))
+        DumpViolation.check_keys(o)
         return DumpViolation(o.req_str("kind"), o.opt_int("node"), o.opt_str("component"), o.opt_int("lease"), o.req_str("detail"))
-
-    def to_json(self) -> JSONObject:
-        return {
-            "kind": self.kind,
-            "node": self.node,
-            "component": self.component,
-            "lease": self.lease,
-            "detail": self.detail,
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class DumpSanity:
+class DumpSanity(_Record):
     """The sanity check run while dumping."""
 
     ok: bool
@@ -579,15 +476,12 @@ class DumpSanity:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpSanity:
-        o.keys_exactly(("ok", "violations"))
+        DumpSanity.check_keys(o)
         return DumpSanity(o.req_bool("ok"), tuple(DumpViolation.from_json(v) for v in o.objs("violations")))
-
-    def to_json(self) -> JSONObject:
-        return {"ok": self.ok, "violations": [v.to_json() for v in self.violations]}
 
 
 @dataclass(frozen=True, slots=True)
-class DumpedError:
+class DumpedError(_Record):
     """The exception that caused the dump: class, message, traceback lines, and the ids it carried."""
 
     type: str
@@ -598,21 +492,12 @@ class DumpedError:
 
     @staticmethod
     def from_json(o: _Obj) -> DumpedError:
-        o.keys_exactly(("type", "module", "message", "traceback", "ids"))
+        DumpedError.check_keys(o)
         return DumpedError(o.req_str("type"), o.req_str("module"), o.req_str("message"), o.strs("traceback"), o.raw_obj("ids"))
-
-    def to_json(self) -> JSONObject:
-        return {
-            "type": self.type,
-            "module": self.module,
-            "message": self.message,
-            "traceback": list(self.traceback),
-            "ids": dict(self.ids),
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class CaptureError:
+class CaptureError(_Record):
     """A section the writer could not capture (the cache may be corrupt); the rest is still there."""
 
     section: str
@@ -621,11 +506,8 @@ class CaptureError:
 
     @staticmethod
     def from_json(o: _Obj) -> CaptureError:
-        o.keys_exactly(("section", "type", "message"))
+        CaptureError.check_keys(o)
         return CaptureError(o.req_str("section"), o.req_str("type"), o.req_str("message"))
-
-    def to_json(self) -> JSONObject:
-        return {"section": self.section, "type": self.type, "message": self.message}
 
 
 _TOP = (

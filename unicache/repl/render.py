@@ -7,9 +7,9 @@ token lists are never parsed as rich markup.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from rich.console import Group, RenderableType
+from rich.console import Group, OverflowMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -57,6 +57,14 @@ def _kv_table(doc: JSONObject, keys: list[str] | None = None) -> Table:
         if k in doc:
             v = doc[k]
             table.add_row(_t(k), _t(v if not isinstance(v, (dict, list)) else _compact(v)))
+    return table
+
+
+def _table(columns: Iterable[str], title: str = "", overflow: OverflowMethod = "ellipsis") -> Table:
+    """A table with these column headers and, when given, a left-justified title."""
+    table = Table(title=title or None, title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow=overflow)
     return table
 
 
@@ -164,9 +172,7 @@ def _reset(d: JSONObject) -> RenderableType:
 
 
 def _acks_table(acks: list[JSON], title: str = "") -> Table:
-    table = Table(title=title or None, title_justify="left")
-    for col in ("ticket", "generation", "ok", "kind", "status", "node"):
-        table.add_column(col)
+    table = _table(("ticket", "generation", "ok", "kind", "status", "node"), title)
     for a in acks:
         x = _obj(a)
         status = str(x.get("status"))
@@ -193,9 +199,8 @@ def _withhold(d: JSONObject) -> RenderableType:
 def _tickets(d: JSONObject) -> RenderableType:
     parts: list[RenderableType] = []
     tickets = _list(d["tickets"])
-    table = Table(title=f"live tickets ({d.get('engine')})", title_justify="left")
-    for col in ("ticket", "kind", "node", "gen", "status", "leases", "copies", "job", "held by"):
-        table.add_column(col)
+    table = _table(("ticket", "kind", "node", "gen", "status", "leases", "copies", "job", "held by"),
+                   f"live tickets ({d.get('engine')})")
     for t in tickets:
         x = _obj(t)
         copies = ", ".join(f"{_obj(c).get('component')} {_obj(c).get('src_tier')}->{_obj(c).get('dst_tier')} "
@@ -207,9 +212,8 @@ def _tickets(d: JSONObject) -> RenderableType:
     parts.append(table if tickets else Text("no live tickets"))
     settled = _list(d.get("settled"))
     if settled:
-        done = Table(title="load-backs settled in this session", title_justify="left")
-        for col in ("ticket", "anchor", "status", "full tokens", "swa tokens", "mamba"):
-            done.add_column(col)
+        done = _table(("ticket", "anchor", "status", "full tokens", "swa tokens", "mamba"),
+                      "load-backs settled in this session")
         for item in settled:
             x = _obj(item)
             done.add_row(_t(f"T{x['ticket']}"), _t(f"#{x['anchor']}"), _t(x["status"]), _t(x["full_tokens"]),
@@ -217,9 +221,7 @@ def _tickets(d: JSONObject) -> RenderableType:
         parts.append(done)
     quarantine = _list(d["quarantine"])
     if quarantine:
-        q = Table(title="quarantine (waiting for stale acks)", title_justify="left")
-        for col in ("ticket", "kind", "generation", "slots"):
-            q.add_column(col)
+        q = _table(("ticket", "kind", "generation", "slots"), "quarantine (waiting for stale acks)")
         for item in quarantine:
             x = _obj(item)
             q.add_row(_t(f"T{x['ticket']}"), _t(x["kind"]), _t(x["generation"]), _t(_compact(x["slots"])))
@@ -313,9 +315,7 @@ def short_site(site: JSON) -> str | None:
 
 
 def _lease_table(leases: list[JSON], title: str = "") -> Table:
-    table = Table(title=title or None, title_justify="left")
-    for col in ("lease", "component", "owner", "gen", "nodes", "ticket", "site"):
-        table.add_column(col, overflow="fold")
+    table = _table(("lease", "component", "owner", "gen", "nodes", "ticket", "site"), title, overflow="fold")
     for item in leases:
         x = _obj(item)
         table.add_row(_t(f"L{x['id']}"), _t(x["component"]), _t(x["owner"]), _t(x["generation"]),
@@ -353,9 +353,8 @@ def _leases_cmd(d: JSONObject) -> RenderableType:
 
 
 def _events_table(events: list[JSON], title: str = "") -> Table:
-    table = Table(title=title or None, title_justify="left")
-    for col in ("seq", "step", "kind", "lease", "comp", "owner", "gen", "nodes", "ticket", "detail"):
-        table.add_column(col, overflow="fold")
+    table = _table(("seq", "step", "kind", "lease", "comp", "owner", "gen", "nodes", "ticket", "detail"), title,
+                   overflow="fold")
     for item in events:
         x = _obj(item)
         kind = str(x["kind"])
@@ -397,9 +396,8 @@ def _events(d: JSONObject) -> RenderableType:
 
 @_renders("stats")
 def _stats(d: JSONObject) -> RenderableType:
-    pools = Table(title=f"{d['source']}: epoch {d['epoch']}, step {d['step']}, {d['nodes']} nodes", title_justify="left")
-    for col in ("pool", "capacity", "used", "free", "quarantined"):
-        pools.add_column(col)
+    pools = _table(("pool", "capacity", "used", "free", "quarantined"),
+                   f"{d['source']}: epoch {d['epoch']}, step {d['step']}, {d['nodes']} nodes")
     for name, p in _obj(d["pools"]).items():
         x = _obj(p)
         pools.add_row(_t(name), _t(x["capacity"]), _t(x["used"]), _t(x["free"]), _t(x["quarantined"]))
@@ -424,9 +422,7 @@ def _check(d: JSONObject) -> RenderableType:
     violations = _list(d.get("violations"))
     mismatches = _list(_obj(d.get("data")).get("mismatches"))
     if violations or mismatches:
-        table = Table()
-        for col in ("kind", "node", "component", "lease", "detail"):
-            table.add_column(col, overflow="fold")
+        table = _table(("kind", "node", "component", "lease", "detail"), overflow="fold")
         for v in violations:
             x = _obj(v)
             table.add_row(_t(x["kind"]), _t(x["node"]), _t(x["component"]),

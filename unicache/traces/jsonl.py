@@ -13,8 +13,9 @@ import json
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, cast
+from typing import IO
 
+from unicache.traces.lines import iter_records, open_trace
 from unicache.traces.request import Trace, TraceFormatError, TraceRequest
 
 
@@ -60,28 +61,13 @@ def parse_token_record(record: object, *, index: int, where: str) -> TraceReques
 def iter_token_jsonl(stream: IO[bytes], *, name: str, start: int = 0,
                      count: int | None = None) -> Iterator[TraceRequest]:
     """Requests ``start .. start+count-1`` of an explicit-token JSONL stream, in file order."""
-    if start < 0 or (count is not None and count < 0):
-        raise ValueError(f"request window start={start} count={count} must be non-negative")
-    index = 0
-    for lineno, raw in enumerate(stream, 1):
-        if not raw.strip():
-            continue
-        if index >= start:
-            if count is not None and index >= start + count:
-                return
-            where = f"{name}:{lineno}"
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise TraceFormatError(f"{where}: invalid JSON ({exc.msg})") from None
-            yield parse_token_record(record, index=index, where=where)
-        index += 1
+    for index, where, record in iter_records(stream, name=name, start=start, count=count):
+        yield parse_token_record(record, index=index, where=where)
 
 
 def load_token_jsonl(path: Path, *, start: int = 0, count: int | None = None) -> Trace:
     """Load a window of an explicit-token JSONL trace."""
-    stream = cast(IO[bytes], gzip.open(path)) if path.suffix == ".gz" else path.open("rb")
-    with stream:
+    with open_trace(path) as stream:
         reqs = list(iter_token_jsonl(stream, name=str(path), start=start, count=count))
     return Trace(path.name, reqs, source=str(path))
 

@@ -8,12 +8,11 @@ anything else is a path whose format is detected from its first record
 
 from __future__ import annotations
 
-import gzip
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from unicache.traces.jsonl import load_token_jsonl
+from unicache.traces.lines import iter_records, open_trace
 from unicache.traces.mooncake import load_mooncake
 from unicache.traces.request import Trace, TraceFormatError
 from unicache.traces.synthetic import generate_multiturn
@@ -38,20 +37,13 @@ class TraceSpec:
 
 def detect_format(path: Path) -> str:
     """``"mooncake"`` or ``"tokens"``, from the first non-empty line of ``path``."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as stream:
-        for lineno, raw in enumerate(stream, 1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise TraceFormatError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+    with open_trace(path) as stream:
+        for _, where, record in iter_records(stream, name=str(path)):
             if isinstance(record, dict) and "hash_ids" in record:
                 return "mooncake"
             if isinstance(record, dict) and "tokens" in record:
                 return "tokens"
-            raise TraceFormatError(f"{path}:{lineno}: record has neither 'hash_ids' nor 'tokens'")
+            raise TraceFormatError(f"{where}: record has neither 'hash_ids' nor 'tokens'")
     raise TraceFormatError(f"{path}: empty trace")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import math
 from array import array
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import IO, cast
 
 import torch
 
+from unicache.traces.lines import iter_records, open_trace
 from unicache.traces.request import Trace, TraceFormatError, TraceRequest
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -46,12 +46,6 @@ def open_bundled_mooncake() -> IO[bytes]:
     """The Mooncake conversation trace shipped as package data (gzipped JSONL)."""
     ref = resources.files("unicache").joinpath("data", BUNDLED_MOONCAKE)
     return cast(IO[bytes], gzip.open(io.BytesIO(ref.read_bytes())))
-
-
-def _open(path: Path) -> IO[bytes]:
-    if path.suffix == ".gz":
-        return cast(IO[bytes], gzip.open(path))
-    return path.open("rb")
 
 
 def _scaled(length: int, tokens_per_block: int) -> int:
@@ -96,22 +90,8 @@ def iter_mooncake(stream: IO[bytes], *, name: str, tokens_per_block: int, start:
     """Requests ``start .. start+count-1`` of a Mooncake JSONL stream, in file order."""
     if tokens_per_block < 1 or tokens_per_block > MOONCAKE_BLOCK_TOKENS:
         raise ValueError(f"tokens_per_block must be in 1..{MOONCAKE_BLOCK_TOKENS}, got {tokens_per_block}")
-    if start < 0 or (count is not None and count < 0):
-        raise ValueError(f"request window start={start} count={count} must be non-negative")
-    index = 0
-    for lineno, raw in enumerate(stream, 1):
-        if not raw.strip():
-            continue
-        if index >= start:
-            if count is not None and index >= start + count:
-                return
-            where = f"{name}:{lineno}"
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise TraceFormatError(f"{where}: invalid JSON ({exc.msg})") from None
-            yield parse_mooncake_record(record, rid=index, tokens_per_block=tokens_per_block, where=where)
-        index += 1
+    for index, where, record in iter_records(stream, name=name, start=start, count=count):
+        yield parse_mooncake_record(record, rid=index, tokens_per_block=tokens_per_block, where=where)
 
 
 def load_mooncake(path: Path | None = None, *, tokens_per_block: int = 16, start: int = 0,
@@ -123,7 +103,7 @@ def load_mooncake(path: Path | None = None, *, tokens_per_block: int = 16, start
             reqs = list(iter_mooncake(stream, name=BUNDLED_MOONCAKE, tokens_per_block=tokens_per_block,
                                       start=start, count=count))
         return Trace(name, reqs, source=f"package:unicache/data/{BUNDLED_MOONCAKE}")
-    with _open(path) as stream:
+    with open_trace(path) as stream:
         reqs = list(iter_mooncake(stream, name=str(path), tokens_per_block=tokens_per_block,
                                   start=start, count=count))
     return Trace(f"{path.name} ({tokens_per_block} tokens/block)", reqs, source=str(path))
