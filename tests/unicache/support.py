@@ -24,6 +24,9 @@ from unicache import (
 
 _MOD = 16_777_213
 
+SEQ = list(range(200, 232))
+"""A token sequence the operation tests share."""
+
 
 class ManualEngine(TransferEngine):
     """Holds every job until the test completes it; the copy happens at completion.
@@ -239,3 +242,24 @@ def chain(cache: UniCache, driver: Driver, tokens: Sequence[int], cuts: Sequence
     path = node.path()
     assert [x.end for x in path] == list(cuts), [x.end for x in path]
     return path
+
+
+def dev_full_of(node: Node) -> list[int] | None:
+    """Read through a call, so mypy does not keep a narrowing across cache operations."""
+    return node.dev_full
+
+
+def host_full_of(node: Node) -> list[int] | None:
+    return node.host_full
+
+
+def dev_aux_of(node: Node) -> tuple[list[int] | None, int | None]:
+    return node.dev_swa, node.dev_mamba
+
+
+def states_of(node: Node) -> tuple[int | None, int | None]:
+    return node.dev_mamba, node.host_mamba
+
+
+def is_alive(node: Node) -> bool:
+    return node.alive
