@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test run setup bench
+.PHONY: test run setup bench peer
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,3 +27,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_cache.py
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_leasecheck.py
+
+# Side by side with SGLang's own cache (needs its CPU harness; sets up its venv when missing).
+peer: $(STAMP)
+	$(PY) benchmarks/peer_sglang.py --harness ../shared/bench/sglang_harness.py
