@@ -39,11 +39,24 @@ def test_replay_json_output_and_explicit_trace_file(tmp_path: Path, capsys: pyte
     assert report["cache_config"]["device_tokens"] == 64 and report["transfer"] == "ImmediateEngine"
 
 
+def test_replay_command_line_defaults_are_the_replay_defaults() -> None:
+    from unicache.cli import _build_parser
+    from unicache.engine.commands import replay_options
+    from unicache.engine.replay import ReplayOptions
+
+    assert replay_options(_build_parser().parse_args(["replay"])) == ReplayOptions()
+    opts = replay_options(_build_parser().parse_args(["replay", "--mean-delay", "2.5", "--max-delay", "9",
+                                                      "--decode-per-step", "3"]))
+    assert (opts.mean_delay, opts.max_delay, opts.decode_tokens_per_step()) == (2.5, 9, 3)
+    assert opts.fault_spec().mean_delay == 2.5 and opts.fault_spec().max_delay == 9
+
+
 @pytest.mark.parametrize("argv", [
     ["replay", "--components", "mamba"],
     ["replay", "--faults", "meteor"],
     ["replay", "--trace", "/nonexistent/trace.jsonl", "--no-progress"],
     ["replay", "--requests", "5", "--device-tokens", "7", "--page-size", "2", "--no-progress"],
+    ["replay", "--mean-delay", "0.5", "--no-progress"],
     ["simulate", "--components", "swa"],
     ["simulate", "--chaos", "volcano"],
 ])

@@ -91,6 +91,14 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
     g.add_argument("--seed", type=int, default=0, help="seed of the simulated engine and reference model")
 
 
+def _add_delay_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("simulated delays")
+    g.add_argument("--mean-delay", type=_ratio, default=16.0, metavar="STEPS",
+                   help="mean steps a delayed copy takes (default 16: long enough for load-backs to overlap)")
+    g.add_argument("--max-delay", type=_positive, default=64, metavar="STEPS",
+                   help="most steps a delayed copy takes (default 64)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="unicache", description="Unified hierarchical radix prefix cache with leased pins.")
@@ -109,10 +117,12 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="tokens per 512-token Mooncake block (scale; default 512, the real size)")
     _add_cache_options(rp, components="full,mamba")
     _add_transfer_options(rp, faults="delay,reorder")
+    _add_delay_options(rp)
     g = rp.add_argument_group("engine")
-    g.add_argument("--max-running", type=_positive, default=16, metavar="N", help="requests in flight (default 16)")
-    g.add_argument("--decode-per-step", type=_positive, default=4, metavar="N",
-                   help="output tokens each request decodes per step (default 4)")
+    g.add_argument("--max-running", type=_positive, default=64, metavar="N", help="requests in flight (default 64)")
+    g.add_argument("--decode-per-step", type=_positive, default=None, metavar="N",
+                   help="output tokens each request decodes per step (default: tokens per block / 4 for "
+                        "Mooncake, so a request lasts as many steps at every scale; else 4)")
     g.add_argument("--cache-chunk", type=_positive, default=None, metavar="N",
                    help="cache prompts up to a multiple of N tokens after prefill (default: the block "
                         "size for Mooncake, else the page size)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from unicache.engine.replay import ReplayOptionError, ReplayOptions, run_replay
+from unicache.engine.replay import DEFAULT_TOKENS_PER_BLOCK, ReplayOptionError, ReplayOptions, run_replay
 from unicache.engine.report import REQUIRED_KEYS, healthy, without_timings
 from unicache.engine.timeline import Timeline
 
@@ -133,10 +133,42 @@ def test_invalid_options_are_rejected() -> None:
         ReplayOptions(transfer="rdma")
 
 
+def assert_production_crash_shape_handled(report: dict[str, object]) -> None:
+    """Healthy, and two in-flight load-backs pinned one node for Full and Mamba, beyond block 0."""
+    assert healthy(report), report["error"]
+    assert report["corruptions"] == 0 and report["errors"] == 0 and report["leaked_leases"] == 0
+    assert report["live_leases_at_end"] == 0 and report["leases_acquired"] == report["leases_released"]
+    assert num(report, "max_leases_on_one_node") >= 2
+    assert num(report, "load_back_cross_component_nodes") >= 1
+    assert num(report, "nodes_pinned_by_two_components") >= 2
+
+
+def test_make_run_defaults_at_a_small_scale_show_the_production_crash_shape(tmp_path: Path) -> None:
+    """Every `make run` default but the scale: the default decode speed keeps the step structure."""
+    opts = ReplayOptions(tokens_per_block=8, crash_dir=tmp_path)
+    assert opts.decode_tokens_per_step() == 2
+    report = run_replay(opts)
+    assert report["requests"] == 1000 and report["configuration"] == "Full+Mamba ps=1 write_back"
+    config = report["cache_config"]
+    assert isinstance(config, dict) and config["host_ratio"] == 12.0 and config["write_policy"] == "write_back"
+    assert report["transfer"] == "SimulatedEngine"
+    assert_production_crash_shape_handled(report)
+
+
+def test_decode_speed_follows_the_block_scale_unless_given() -> None:
+    assert ReplayOptions().decode_tokens_per_step() == DEFAULT_TOKENS_PER_BLOCK // 4
+    assert ReplayOptions(tokens_per_block=2).decode_tokens_per_step() == 1
+    assert ReplayOptions(tokens_per_block=64, decode_per_step=3).decode_tokens_per_step() == 3
+    assert ReplayOptions(trace="multiturn:0", tokens_per_block=64).decode_tokens_per_step() == 4
+    assert "--decode-per-step 128" in ReplayOptions().command()
+    with pytest.raises(ReplayOptionError, match="decode-per-step"):
+        ReplayOptions(decode_per_step=0)
+    with pytest.raises(ValueError, match="mean_delay"):
+        ReplayOptions(mean_delay=0.5)
+
+
 @pytest.mark.slow
 def test_make_run_default_replay_is_healthy_and_shows_overlapping_pins(tmp_path: Path) -> None:
     report = run_replay(ReplayOptions(crash_dir=tmp_path))
     assert report["requests"] == 1000
-    assert healthy(report), report["error"]
-    assert num(report, "max_leases_on_one_node") >= 2
-    assert num(report, "nodes_pinned_by_two_components") >= 1
+    assert_production_crash_shape_handled(report)

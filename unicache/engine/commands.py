@@ -41,6 +41,8 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
         load_back_threshold=args.load_back_threshold,
         transfer=args.transfer,
         faults=tuple(f for f in args.faults if f != "none"),
+        mean_delay=args.mean_delay,
+        max_delay=args.max_delay,
         seed=args.seed,
         strict=args.strict,
         debug=args.debug,

@@ -36,6 +36,8 @@ from unicache.transfer.simulated import FaultSpec
 
 COMPONENT_NAMES: tuple[str, ...] = ("full", "swa", "mamba")
 DEFAULT_TOKENS_PER_BLOCK = 512
+DEFAULT_DECODE_PER_STEP = 4
+BLOCK_TOKENS_PER_DECODE_TOKEN = 4
 
 
 class ReplayOptionError(ValueError):
@@ -60,12 +62,14 @@ class ReplayOptions:
     load_back_threshold: int = 0
     transfer: str = "auto"
     faults: tuple[str, ...] = ("delay", "reorder")
+    mean_delay: float = 16.0
+    max_delay: int = 64
     seed: int = 0
     strict: bool = False
     debug: bool = False
     history: int = 1024
-    max_running: int = 16
-    decode_per_step: int = 4
+    max_running: int = 64
+    decode_per_step: int | None = None
     cache_chunk: int | None = None
     branch_states: bool = True
     data: bool = True
@@ -85,10 +89,29 @@ class ReplayOptions:
             raise ReplayOptionError(f"--requests must be >= 1, got {self.requests}")
         if self.start < 0:
             raise ReplayOptionError(f"--start must be >= 0, got {self.start}")
+        if self.decode_per_step is not None and self.decode_per_step < 1:
+            raise ReplayOptionError(f"--decode-per-step must be >= 1, got {self.decode_per_step}")
         if self.hicache_ratio <= 0:
             raise ReplayOptionError(f"--hicache-ratio must be > 0, got {self.hicache_ratio}")
-        FaultSpec.parse(self.faults)
+        self.fault_spec()
         resolve_transfer(self.transfer)
+
+    def fault_spec(self) -> FaultSpec:
+        """The simulated engine's faults (raises on an unknown kind or an out-of-range delay)."""
+        return FaultSpec.parse(self.faults, mean_delay=self.mean_delay, max_delay=self.max_delay)
+
+    def decode_tokens_per_step(self) -> int:
+        """``decode_per_step``, or by default one decode token per 4 block tokens of the Mooncake scale.
+
+        Output lengths scale with ``tokens_per_block``; decoding in proportion
+        keeps a request's lifetime in steps, and so how load-backs (whose
+        delays are in steps) overlap, the same at every scale.
+        """
+        if self.decode_per_step is not None:
+            return self.decode_per_step
+        if self.trace == "mooncake":
+            return max(1, self.tokens_per_block // BLOCK_TOKENS_PER_DECODE_TOKEN)
+        return DEFAULT_DECODE_PER_STEP
 
     def label(self) -> str:
         comps = "+".join(c.upper() if c != "mamba" else "Mamba" for c in self.components)
@@ -101,8 +124,9 @@ class ReplayOptions:
                 "--page-size", str(self.page_size), "--hicache-ratio", str(self.hicache_ratio),
                 "--mamba-slots", str(self.mamba_slots), "--swa-window", str(self.swa_window),
                 "--write-policy", self.write_policy, "--transfer", self.transfer,
-                "--faults", ",".join(self.faults) or "none", "--seed", str(self.seed),
-                "--max-running", str(self.max_running), "--decode-per-step", str(self.decode_per_step)]
+                "--faults", ",".join(self.faults) or "none", "--mean-delay", str(self.mean_delay),
+                "--max-delay", str(self.max_delay), "--seed", str(self.seed),
+                "--max-running", str(self.max_running), "--decode-per-step", str(self.decode_tokens_per_step())]
         if self.requests is not None:
             args += ["--requests", str(self.requests)]
         if self.device_tokens is not None:
@@ -169,12 +193,12 @@ def load_replay_trace(opts: ReplayOptions) -> Trace:
 def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True) -> Scheduler:
     """Cache + transfer engine + scheduler for one replay (nothing run yet)."""
     config = cache_config(opts, trace)
-    engine = make_transfer(opts.transfer, faults=FaultSpec.parse(opts.faults), seed=opts.seed, copy=opts.data)
+    engine = make_transfer(opts.transfer, faults=opts.fault_spec(), seed=opts.seed, copy=opts.data)
     cache = UniCache(config, engine)
     chunk = opts.cache_chunk
     if chunk is None and opts.trace == "mooncake":
         chunk = opts.tokens_per_block
-    engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_per_step,
+    engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_tokens_per_step(),
                               cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data, verify=opts.verify, check_every=opts.check_every)
     return Scheduler(cache, trace.requests, model=reference_for(config, opts.seed), config=engine_cfg,
                      timeline=Timeline() if timeline else None)
