@@ -46,6 +46,7 @@ class LeasedHolder:
 
 
 def _best(fn: Callable[[int], None], ops: int, repeat: int) -> float:
+    fn(ops // 10)  # warm up: specialise the bytecode, grow the allocator's arenas
     best = float("inf")
     for _ in range(repeat):
         gc.collect()
