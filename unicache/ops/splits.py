@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from leases import PinSet
 
 from unicache.components.markers import FULL, SWA_IDX
 from unicache.ops.pins import pins_full, pins_mamba, pins_swa
@@ -11,36 +14,15 @@ from unicache.tree.node import Node
 if TYPE_CHECKING:
     from unicache.cache import UniCache
 
+C = TypeVar("C")
+
 
 def on_split(cache: UniCache, upper: Node, lower: Node) -> None:
     """Carry every pin of `lower` to the new `upper` fragment, with its scope and heap entries."""
     cache.counters.splits += 1
-    ledger = cache.ledger
-    scopes = cache._scopes
-    p = lower.pins_full
-    if p is not None and p:
-        up = pins_full(upper)
-        for lease in p:
-            ledger.pin(lease, up)
-            scope = scopes.get(lease.id)
-            if scope is not None:
-                scope.append(upper)
-    s = lower.pins_swa
-    if s is not None and s:
-        us = pins_swa(upper)
-        for sl in s:
-            ledger.pin(sl, us)
-            scope = scopes.get(sl.id)
-            if scope is not None:
-                scope.append(upper)
-    m = lower.pins_mamba
-    if m is not None and m:
-        um = pins_mamba(upper)
-        for ml in m:
-            ledger.pin(ml, um)
-            scope = scopes.get(ml.id)
-            if scope is not None:
-                scope.append(upper)
+    _carry(cache, lower.pins_full, upper, pins_full)
+    _carry(cache, lower.pins_swa, upper, pins_swa)
+    _carry(cache, lower.pins_mamba, upper, pins_mamba)
     if upper.dev_full is not None:
         cache._lru_dev[FULL].push(upper)
         if upper.host_pages is not None:
@@ -49,3 +31,18 @@ def on_split(cache: UniCache, upper: Node, lower: Node) -> None:
         cache._lru_dev[SWA_IDX].push(upper)
     if upper.host_swa_pages is not None:
         cache._lru_host[SWA_IDX].push(upper)
+
+
+def _carry(
+    cache: UniCache, pins: PinSet[C] | None, upper: Node, pins_of: Callable[[Node], PinSet[C]]
+) -> None:
+    """Pin `upper` with every live lease in `pins` and add it to each lease's scope."""
+    if pins is None or not pins:
+        return
+    target = pins_of(upper)
+    scopes = cache._scopes
+    for lease in pins:
+        cache.ledger.pin(lease, target)
+        scope = scopes.get(lease.id)
+        if scope is not None:
+            scope.append(upper)
