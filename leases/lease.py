@@ -74,6 +74,11 @@ class Lease(Generic[C, S]):
         pins = self._pins
         return len(pins) if pins is not None else 0
 
+    def pin_sets(self) -> tuple[PinSet[C], ...]:
+        """The pin sets this lease sits in now (empty once settled): its holders are what it covers."""
+        pins = self._pins
+        return pins if pins is not None else ()
+
     def info(self) -> LeaseInfo:
         """An immutable snapshot of who this lease is, for errors and reports."""
         return LeaseInfo(

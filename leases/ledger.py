@@ -387,7 +387,7 @@ class LeaseLedger:
                 self._log.append(
                     (self._seq, self.step, EventKind.LEAK, info.id, info.component,
                      info.owner, info.generation,
-                     tuple(p.holder for p in leak.pins) if leak.pins else (), None,
+                     tuple(_label(p.holder) for p in leak.pins) if leak.pins else (), None,
                      f"acquired at {info.site}" if info.site else "")
                 )
 
@@ -456,8 +456,14 @@ class LeaseLedger:
 
 
 def _holders(nodes: tuple[object, ...]) -> tuple[object, ...]:
-    """Pin sets stored by lease events become their holders; engine nodes stay as given."""
-    return tuple(n.holder if isinstance(n, PinSet) else n for n in nodes)
+    """Pin sets stored by lease events become their holders' labels; engine nodes stay as given."""
+    return tuple(_label(n.holder) if isinstance(n, PinSet) else n for n in nodes)
+
+
+def _label(holder: object) -> object:
+    """How an event names a holder: its integer `id` when it has one (a tree node), else itself."""
+    ident = getattr(holder, "id", None)
+    return ident if type(ident) is int else holder
 
 
 def _site(stacklevel: int) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
+
+from typing_extensions import TypeVar as DefaultTypeVar
 
 from leases.state import Held
 
@@ -12,10 +14,15 @@ if TYPE_CHECKING:
     from leases.lease import Lease
 
 C = TypeVar("C")
+H = DefaultTypeVar("H", covariant=True, default=object)
 
 
-class PinSet(Generic[C]):
-    """The leases of component `C` that currently pin one holder (a tree node).
+class PinSet(Generic[C, H]):
+    """The leases of component `C` that currently pin one holder of type `H` (a tree node).
+
+    `PinSet[C]` leaves the holder type open (`object`); an engine types its
+    holders (`PinSet[Full, Node]`) so that whatever walks from a lease to the
+    holders it covers (`Lease.pin_sets()`, then `holder`) gets them typed.
 
     Weak: a pin set never keeps a lease alive and never owns one. Leases enter
     through `LeaseLedger.acquire(..., pins=...)` or `LeaseLedger.pin` and leave
@@ -25,16 +32,25 @@ class PinSet(Generic[C]):
     snapshot, so it is safe to release leases while iterating.
     """
 
-    __slots__ = ("component", "holder", "_refs")
+    __slots__ = ("component", "_holder", "_refs")
 
     component: type[C]
-    holder: object
+    _holder: H
     _refs: dict[int, weakref.ref[Lease[C, Held]]] | None
 
+    @overload
+    def __init__(self: PinSet[C, None], component: type[C]) -> None: ...
+    @overload
+    def __init__(self, component: type[C], holder: H) -> None: ...
     def __init__(self, component: type[C], holder: object = None) -> None:
         self.component = component
-        self.holder = holder
+        self._holder = cast(H, holder)
         self._refs = None
+
+    @property
+    def holder(self) -> H:
+        """What this set pins (fixed at creation)."""
+        return self._holder
 
     def __contains__(self, lease: object) -> bool:
         refs = self._refs

@@ -44,16 +44,14 @@ from unicache.ops import reset as resetting
 from unicache.ops.reset import QuarantineRecord
 from unicache.pools.allocator import SlotAllocator
 from unicache.pools.pools import PoolSet
-from unicache.results import Completion
-from unicache.tickets import Ticket
+from unicache.sanity import SanityReport, sanity_check
+from unicache.tickets import LoadBack, Ticket
 from unicache.transfer.base import Ack, TransferEngine
 from unicache.transfer.immediate import ImmediateEngine
 from unicache.tree.lru import LazyLRU
 from unicache.tree.node import Node
+from unicache.tree.pins import covered
 from unicache.tree.radix import RadixTree
-
-if TYPE_CHECKING:
-    from unicache.sanity import SanityReport
 
 __all__ = ["QuarantineRecord", "UniCache"]
 
@@ -109,8 +107,6 @@ class UniCache:
         self._clock = 0
         self._tickets: dict[int, Ticket] = {}
         self._quarantine: dict[int, QuarantineRecord] = {}
-        self._scopes: dict[int, list[Node]] = {}
-        self._completions: list[Completion] = []
         self._new_tree()
 
     def _new_tree(self) -> None:
@@ -213,16 +209,7 @@ class UniCache:
 
 
     def sanity_check(self) -> SanityReport:
-        """Recompute every derived count and pin set from the live leases; list violations.
-
-        Also forgets the recorded scopes of leases that leaked (their owner died
-        without releasing them); the ledger reports those leaks.
-        """
-        from unicache.sanity import sanity_check
-
-        live = {lease.id for lease in self.ledger.live()}
-        for lease_id in [k for k in self._scopes if k not in live]:
-            del self._scopes[lease_id]
+        """Recompute every derived count and pin set from the live leases; list violations."""
         return sanity_check(self)
 
     def check(self) -> None:
@@ -246,16 +233,24 @@ class UniCache:
         return self._tree.size
 
     def live_tickets(self) -> list[Ticket]:
-        """Tickets of the current epoch waiting for their ack, oldest first."""
-        return list(self._tickets.values())
+        """Tickets of the current epoch waiting for their ack, oldest first.
+
+        A load-back that joined another's copy follows the one it joined.
+        """
+        out: list[Ticket] = []
+        for t in self._tickets.values():
+            out.append(t)
+            if type(t) is LoadBack and t.joiners:
+                out.extend(t.joiners)
+        return out
 
     def quarantine_records(self) -> list[QuarantineRecord]:
         return list(self._quarantine.values())
 
     def lease_scope(self, lease_id: int) -> list[Node] | None:
-        """The nodes a live lease of this cache pins (its recorded scope)."""
-        scope = self._scopes.get(lease_id)
-        return list(scope) if scope is not None else None
+        """The nodes a live lease of this cache pins (the holders of its pin sets); None if not live."""
+        lease = self.ledger.get(lease_id)
+        return covered(lease) if lease is not None else None
 
     def node_info(self, node: Node) -> NodeInfo:
         """Residency and pins of one node, per component."""
@@ -263,7 +258,7 @@ class UniCache:
 
     def tickets(self) -> list[TicketInfo]:
         """Snapshots of the live tickets."""
-        return [ticket_info(t) for t in self._tickets.values()]
+        return [ticket_info(t) for t in self.live_tickets()]
 
     def quarantine(self) -> list[QuarantineInfo]:
         """Snapshots of the tickets whose slots wait for a stale ack."""
@@ -273,8 +268,8 @@ class UniCache:
         """Live lease id -> (component, owner, ids of the nodes it pins)."""
         out: dict[int, tuple[str, str, list[int]]] = {}
         for lease in self.ledger.live():
-            scope = self._scopes.get(lease.id, [])
-            out[lease.id] = (lease.component.__name__, str(lease.owner), [x.id for x in scope])
+            nodes = [x.id for x in covered(lease)]
+            out[lease.id] = (lease.component.__name__, str(lease.owner), nodes)
         return out
 
     def dump_state(self) -> dict[str, object]:

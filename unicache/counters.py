@@ -28,6 +28,7 @@ class CacheCounters:
     load_back_mamba: int = 0
     load_backs_failed: int = 0
     load_back_duplicate_pages: int = 0
+    load_back_joins: int = 0
     backups: int = 0
     backup_pages: int = 0
     backups_refused: int = 0

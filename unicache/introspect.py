@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 C = TypeVar("C")
 
 
-def _ids(p: PinSet[C] | None) -> list[int]:
+def _ids(p: PinSet[C, Node] | None) -> list[int]:
     return p.ids() if p is not None else []
 
 
@@ -43,7 +43,6 @@ class NodeInfo:
     children: list[int]
     last_access: int
     hits: int
-    backing: int
     components: dict[str, ComponentState] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -56,7 +55,6 @@ class NodeInfo:
             "children": self.children,
             "last_access": self.last_access,
             "hits": self.hits,
-            "backing": self.backing,
             "components": {k: v.to_json() for k, v in self.components.items()},
         }
 
@@ -113,7 +111,6 @@ def node_info(cache: UniCache, node: Node) -> NodeInfo:
         [c.id for c in node.children.values()],
         node.last_access,
         node.hits,
-        node.backing,
     )
     info.components["Full"] = ComponentState(
         list(node.dev_full) if node.dev_full is not None else None,

@@ -11,9 +11,11 @@ from leases import PinSet
 
 from unicache.components.full import is_device_leaf
 from unicache.components.markers import FULL, MAMBA, SWA_IDX, SWA, Full, Mamba
+from unicache.owners import LeaseOwner
 from unicache.tickets import BackupTicket, LoadBack
 from unicache.transfer.base import Tier
 from unicache.tree.node import TOKEN_BYTES, Node
+from unicache.tree.pins import covered
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
@@ -94,7 +96,9 @@ _NAMES = ("Full", "SWA", "Mamba")
 _MARKERS: tuple[type, ...] = (Full, SWA, Mamba)
 
 
-def _pinsets(node: Node) -> tuple[PinSet[Full] | None, PinSet[SWA] | None, PinSet[Mamba] | None]:
+def _pinsets(
+    node: Node,
+) -> tuple[PinSet[Full, Node] | None, PinSet[SWA, Node] | None, PinSet[Mamba, Node] | None]:
     return node.pins_full, node.pins_swa, node.pins_mamba
 
 
@@ -160,8 +164,6 @@ def _check_structure(cache: UniCache, nodes: list[Node], ps: int, r: SanityRepor
         devc = sum(1 for c in x.children.values() if c.dev_full is not None)
         if x.dev_children != devc:
             r.add("count", f"dev_children {x.dev_children} != {devc} device children", node=x)
-        if x.backing < 0:
-            r.add("count", f"backing count {x.backing} < 0", node=x)
     root = cache.root
     devc = sum(1 for c in root.children.values() if c.dev_full is not None)
     if root.dev_children != devc:
@@ -248,6 +250,7 @@ def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
 
 
 def _check_pins(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+    """Recompute every node's pin sets from the live leases (each lease names its pin sets)."""
     live = cache.ledger.live()
     r.live_leases = len(live)
     epoch = cache.ledger.epoch
@@ -258,18 +261,31 @@ def _check_pins(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
         if lease.generation != epoch:
             r.add("lease", f"live lease of generation {lease.generation} in epoch {epoch}",
                   lease=lease.id)
-        scope = cache.lease_scope(lease.id)
         comp = lease.component
         name = comp.__name__
-        if scope is None:
-            r.add("lease", f"live lease owned by {lease.owner} has no recorded scope",
-                  component=name, lease=lease.id)
-            continue
         ci = _MARKERS.index(comp) if comp in _MARKERS else -1
-        for x in scope:
-            if not x.alive:
-                r.add("pin", "lease scope names a dead node", node=x, component=name, lease=lease.id)
+        sets = lease.pin_sets()
+        if type(lease.owner) is not LeaseOwner:
+            r.add("lease", f"live lease owned by {lease.owner!s}, not by a lock, load-back or backup",
+                  component=name, lease=lease.id)
+            for foreign in covered(lease):
+                r.add("pin", f"pinned by a lease that no cache operation owns ({lease.owner!s})",
+                      node=foreign, component=name, lease=lease.id)
+        if not sets:
+            r.add("lease", f"live lease owned by {lease.owner} pins no node",
+                  component=name, lease=lease.id)
+        for held_in in sets:
+            x = held_in.holder
+            if type(x) is not Node:
+                r.add("pin", f"lease sits in a pin set whose holder {x!r} is not a node",
+                      component=name, lease=lease.id)
                 continue
+            if not x.alive:
+                r.add("pin", "lease pins a dead node", node=x, component=name, lease=lease.id)
+                continue
+            if ci < 0 or _pinsets(x)[ci] is not held_in:
+                r.add("pin", "lease sits in a pin set its node does not hold",
+                      node=x, component=name, lease=lease.id)
             expected.setdefault((x.id, ci), set()).add(lease.id)
     node_ids = {x.id for x in nodes}
     for x in nodes:
@@ -280,8 +296,8 @@ def _check_pins(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
             if p is not None:
                 if p.component is not _MARKERS[ci]:
                     r.add("pin", f"pin set of {p.component.__name__} in the {name} slot", node=x)
-                if p.holder != x.id:
-                    r.add("pin", f"pin set holder {p.holder!r} is not the node id", node=x)
+                if p.holder is not x:
+                    r.add("pin", f"pin set holder {p.holder!r} is not the node", node=x)
                 actual = set(p.ids())
             total += len(actual)
             want = expected.get((x.id, ci), set())
@@ -295,13 +311,12 @@ def _check_pins(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
     for (nid, ci), lids in expected.items():
         if nid not in node_ids:
             for lid in lids:
-                r.add("pin", f"lease scope names node {nid}, not in the tree",
+                r.add("pin", f"lease pins node {nid}, not in the tree",
                       component=_NAMES[ci] if ci >= 0 else None, lease=lid)
 
 
 def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
     epoch = cache.ledger.epoch
-    backing: Counter[int] = Counter()
     ps = cache.config.page_size
     for t in cache.live_tickets():
         if t.generation != epoch:
@@ -315,13 +330,26 @@ def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
         if isinstance(t, BackupTicket):
             x: Node | None = t.node
             while x is not None and x.parent is not None and x.start >= t.full_start:
-                backing[x.id] += 1
                 if x.dev_full is None:
                     r.add("ticket", f"backup {t.id} reads a node with no device Full", node=x)
+                p = x.pins_full
+                if t.full is not None and (p is None or t.full not in p):
+                    r.add("ticket", f"backup {t.id} source not pinned by its Full lease",
+                          node=x, component="Full", lease=t.full.id)
                 x = x.parent
-        elif isinstance(t, LoadBack) and t.full_dst:
+        elif isinstance(t, LoadBack):
+            copy = t.copy
+            if copy is not None:
+                if t.job is not None or t.full_dst:
+                    r.add("ticket", f"load-back {t.id} joined load-back {copy.id} but moves data")
+                if t not in (copy.joiners or ()):
+                    r.add("ticket", f"load-back {t.id} joined load-back {copy.id}, "
+                          f"which does not list it")
+                continue
+            if not t.full_dst:
+                continue
             x = t.node
-            covered = 0
+            spanned = 0
             while x is not None and x.parent is not None and x.start >= t.full_start:
                 if x.host_pages is None:
                     r.add("ticket", f"load-back {t.id} reads a node with no host Full", node=x,
@@ -330,15 +358,11 @@ def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
                 if t.full is None or p is None or t.full not in p:
                     r.add("ticket", f"load-back {t.id} source not pinned by its Full lease",
                           node=x, component="Full", lease=t.full.id if t.full else None)
-                covered += x.end - x.start
+                spanned += x.end - x.start
                 x = x.parent
-            if covered != len(t.full_dst) * ps:
-                r.add("ticket", f"load-back {t.id}: chain covers {covered} tokens, "
+            if spanned != len(t.full_dst) * ps:
+                r.add("ticket", f"load-back {t.id}: chain covers {spanned} tokens, "
                       f"destination holds {len(t.full_dst) * ps}")
-    for x in nodes:
-        if x.backing != backing.get(x.id, 0):
-            r.add("count", f"backing {x.backing} != {backing.get(x.id, 0)} in-flight backups",
-                  node=x)
 
 
 def _check_heaps(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:

@@ -11,12 +11,14 @@ from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from leases import Borrowed, Held, Lease, consumes, linear
+from leases import Borrowed, Held, Lease, LeaseLedger, consumes, linear
 
 from unicache.errors import ForeignObjectError, TicketPendingError
+from unicache.owners import LeaseOwner
 from unicache.results import LoadBackResult, TicketStatus
 from unicache.transfer.base import TransferJob
 from unicache.tree.node import Node
+from unicache.tree.pins import drop_empty
 
 if TYPE_CHECKING:
     from unicache.components.markers import SWA, Full, Mamba
@@ -48,8 +50,8 @@ def segment_parts(
         x = x.parent
 
 
-def _release(holder: Borrowed[LockReceipt] | _Ticket, scopes: dict[int, list[Node]]) -> None:
-    """Release each lease `holder` still holds, once, and forget its scope.
+def _release(holder: Borrowed[LockReceipt] | _Ticket) -> None:
+    """Release each lease `holder` still holds, once.
 
     A pin set left empty is dropped from its node (it is created again on the
     next pin), so nodes pinned once do not keep an empty set for good.
@@ -57,33 +59,21 @@ def _release(holder: Borrowed[LockReceipt] | _Ticket, scopes: dict[int, list[Nod
     full = holder.full
     if full is not None:
         holder.full = None
-        scope = scopes.pop(full.id, None)
+        sets = full.pin_sets()
         full.release()
-        if scope is not None:
-            for x in scope:
-                p = x.pins_full
-                if p is not None and not p:
-                    x.pins_full = None
+        drop_empty(sets)
     swa = holder.swa
     if swa is not None:
         holder.swa = None
-        scope = scopes.pop(swa.id, None)
+        swa_sets = swa.pin_sets()
         swa.release()
-        if scope is not None:
-            for x in scope:
-                ps = x.pins_swa
-                if ps is not None and not ps:
-                    x.pins_swa = None
+        drop_empty(swa_sets)
     mamba = holder.mamba
     if mamba is not None:
         holder.mamba = None
-        scope = scopes.pop(mamba.id, None)
+        mamba_sets = mamba.pin_sets()
         mamba.release()
-        if scope is not None:
-            for x in scope:
-                pm = x.pins_mamba
-                if pm is not None and not pm:
-                    x.pins_mamba = None
+        drop_empty(mamba_sets)
 
 
 @linear
@@ -105,7 +95,7 @@ class LockReceipt:
         "mamba",
         "owner",
         "cache",
-        "_scopes",
+        "ledger",
         "_lease_consumed_by",
     )
 
@@ -118,8 +108,8 @@ class LockReceipt:
         full: Lease[Full, Held] | None,
         swa: Lease[SWA, Held] | None,
         mamba: Lease[Mamba, Held] | None,
-        owner: object,
-        scopes: dict[int, list[Node]],
+        owner: LeaseOwner,
+        ledger: LeaseLedger,
         cache: str = "",
     ) -> None:
         self.id = receipt_id
@@ -131,7 +121,7 @@ class LockReceipt:
         self.mamba = mamba
         self.owner = owner
         self.cache = cache
-        self._scopes = scopes
+        self.ledger = ledger
 
     def __repr__(self) -> str:
         return (
@@ -143,17 +133,15 @@ class LockReceipt:
         return [x.id for x in (self.full, self.swa, self.mamba) if x is not None]
 
     @consumes
-    def release(
-        self, *, scopes: dict[int, list[Node]] | None = None, cache: str = ""
-    ) -> None:
+    def release(self, *, ledger: LeaseLedger | None = None, cache: str = "") -> None:
         """Release every lease this receipt took (each exactly once).
 
-        `UniCache.unlock` passes its own scope registry: a receipt of another
-        cache raises `ForeignObjectError` and stays unconsumed.
+        `UniCache.unlock` passes its own ledger: a receipt of another cache
+        raises `ForeignObjectError` and stays unconsumed.
         """
-        if scopes is not None and scopes is not self._scopes:
+        if ledger is not None and ledger is not self.ledger:
             raise ForeignObjectError("lock receipt", self.id, cache, self.cache)
-        _release(self, self._scopes)
+        _release(self)
 
 
 class _Ticket:
@@ -174,7 +162,7 @@ class _Ticket:
 
     id: int
     generation: int
-    owner: object
+    owner: LeaseOwner
     node: Node
     status: TicketStatus
     full: Lease[Full, Held] | None
@@ -193,22 +181,25 @@ class _Ticket:
             out["Mamba"] = self.mamba.id
         return out
 
-    def release_leases(self, scopes: dict[int, list[Node]]) -> None:
+    def release_leases(self) -> None:
         """Release every lease still held (a revoked one settles as stale)."""
-        _release(self, scopes)
+        _release(self)
 
 
 class LoadBack(_Ticket):
     """The cache-side record of an in-flight host->device load-back anchored at `node`.
 
-    Holds the leases and the transfer records; the cache keeps it until the
-    ack (or, after a reset, until the stale ack). The caller holds the linear
-    `LoadBackTicket` that refers to it.
+    Holds the leases and the transfer records. A load-back of data that is
+    already being copied joins that copy instead (`copy` names the record
+    whose job moves the bytes; that record lists its `joiners`): it holds
+    its own leases, moves nothing, and settles with the same ack. The cache
+    keeps a record until the ack (or, after a reset, until the stale ack).
+    The caller holds the linear `LoadBackTicket` that refers to it.
     """
 
     __slots__ = (
         "full_dst", "swa_segments", "full_tokens", "swa_tokens", "mamba_moved", "mamba_dst",
-        "abandoned",
+        "abandoned", "copy", "joiners",
     )
 
     full_dst: list[int]
@@ -218,8 +209,10 @@ class LoadBack(_Ticket):
     mamba_moved: bool
     mamba_dst: int | None
     abandoned: bool
+    copy: LoadBack | None
+    joiners: list[LoadBack] | None
 
-    def __init__(self, ticket_id: int, generation: int, anchor: Node, owner: object) -> None:
+    def __init__(self, ticket_id: int, generation: int, anchor: Node, owner: LeaseOwner) -> None:
         self.id = ticket_id
         self.generation = generation
         self.owner = owner
@@ -237,6 +230,8 @@ class LoadBack(_Ticket):
         self.mamba_moved = False
         self.mamba_dst = None
         self.abandoned = False
+        self.copy = None
+        self.joiners = None
 
     def __repr__(self) -> str:
         return (
@@ -334,7 +329,7 @@ class BackupTicket(_Ticket):
     swa_segments: list[HostSegment]
     mamba_slots: list[tuple[Node, int]]
 
-    def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: object) -> None:
+    def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: LeaseOwner) -> None:
         self.id = ticket_id
         self.generation = generation
         self.owner = owner
@@ -356,9 +351,9 @@ class BackupTicket(_Ticket):
         )
 
     @consumes
-    def close(self, scopes: dict[int, list[Node]]) -> None:
+    def close(self) -> None:
         """Release the leases; the cache calls this once, when the ticket settles."""
-        self.release_leases(scopes)
+        self.release_leases()
 
 
 Ticket = LoadBack | BackupTicket

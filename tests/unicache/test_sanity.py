@@ -27,7 +27,7 @@ def test_clean_cache_is_ok(make_cache: MakeCache) -> None:
 def test_foreign_pin_without_scope(make_cache: MakeCache) -> None:
     cache, d = make_cache(mamba=True)
     (a,) = chain(cache, d, SEQ[:4], [4])
-    pins = a.pins_mamba = PinSet(Mamba, a.id)
+    pins = a.pins_mamba = PinSet(Mamba, a)
     rogue = cache.ledger.acquire(Mamba, owner="rogue", pins=(pins,))
     r = cache.sanity_check()
     assert not r.ok
@@ -46,20 +46,23 @@ def test_lease_missing_from_pin_set(make_cache: MakeCache) -> None:
     (a,) = chain(cache, d, SEQ[:4], [4])
     rc = cache.lock(a)
     assert rc.full is not None and a.pins_full is not None
-    cache.ledger.unpin(rc.full, a.pins_full)
+    held = a.pins_full
+    a.pins_full = PinSet(Full, a)  # the node lost its pin set behind the ledger's back
     r = cache.sanity_check()
     assert any(
         v.kind == "pin" and v.lease_id == rc.full.id and v.node_id == a.id for v in r.violations
     )
+    a.pins_full = held
+    assert cache.sanity_check().ok
     cache.unlock(rc)
 
 
 def test_structure_pool_and_count_corruptions(make_cache: MakeCache) -> None:
     cache, d = make_cache()
     a, b = chain(cache, d, SEQ[:8], [4, 8])
-    a.backing = 2
+    a.dev_children = 2
     assert "count" in _kinds(cache.sanity_check().violations)
-    a.backing = 0
+    a.dev_children = 1
     pages = a.dev_full
     assert pages is not None
     a.dev_full = None

@@ -7,6 +7,7 @@ import pytest
 from tests.unicache.conftest import MakeCache
 from tests.unicache.support import SEQ, chain, dev_full_of, host_full_of
 from unicache import Full
+from unicache.tree.pins import backup_in_flight
 
 
 @pytest.mark.parametrize("what", ["load_back", "backup"])
@@ -31,7 +32,7 @@ def test_split_under_an_in_flight_copy(make_cache: MakeCache, what: str) -> None
         assert tid is not None
         cache.match_prefix(SEQ[:4] + [9, 9])
         upper = a.parent
-        assert upper is not None and upper.backing == 1
+        assert upper is not None and backup_in_flight(upper)
         d.settle()
-        assert host_full_of(upper) is not None and host_full_of(a) is not None and upper.backing == 0
+        assert host_full_of(upper) is not None and host_full_of(a) is not None and not backup_in_flight(upper)
     d.assert_ok()

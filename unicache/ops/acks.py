@@ -18,29 +18,24 @@ if TYPE_CHECKING:
 
 def poll(cache: UniCache) -> list[Completion]:
     """Collect the engine's acks (and any posted to `inbox`) and settle their tickets."""
-    out = cache._completions
-    if out:
-        cache._completions = []
-    else:
-        out = []
+    out: list[Completion] = []
     for ack in cache.engine.poll():
-        done = cache._on_ack(ack)
-        if done is not None:
-            out.append(done)
+        cache._on_ack(ack, out)
     if len(cache.inbox):
         for ack in cache.inbox.drain():
-            done = cache._on_ack(ack)
-            if done is not None:
-                out.append(done)
-    if cache._completions:
-        out.extend(cache._completions)
-        cache._completions = []
+            cache._on_ack(ack, out)
     return out
 
 
 def deliver(cache: UniCache, ack: Ack) -> Completion | None:
-    """Process one ack now (REPL, tests, engines that hand acks over directly)."""
-    return cache._on_ack(ack)
+    """Process one ack now (REPL, tests, engines that hand acks over directly).
+
+    Returns the completion of the ticket the ack names (the load-backs that
+    joined its copy settle with it; `poll` lists those too).
+    """
+    out: list[Completion] = []
+    cache._on_ack(ack, out)
+    return out[0] if out else None
 
 
 def in_flight(cache: UniCache) -> int:
@@ -48,7 +43,8 @@ def in_flight(cache: UniCache) -> int:
     return len(cache._tickets)
 
 
-def on_ack(cache: UniCache, ack: Ack) -> Completion | None:
+def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
+    """Settle what `ack` names (appending its completions to `out`), or count it as stale."""
     c = cache.counters
     tid = ack.ticket
     gen = ack.generation
@@ -63,11 +59,15 @@ def on_ack(cache: UniCache, ack: Ack) -> Completion | None:
                 detail=ack.detail or "copy failed",
             )
         if type(t) is LoadBack:
-            cache._settle_load_back(t, ack.ok)
-            return Completion(tid, gen, JobKind.LOAD_BACK, t.status, t.node.id)
+            joiners = cache._settle_load_back(t, ack.ok)
+            out.append(Completion(tid, gen, JobKind.LOAD_BACK, t.status, t.node.id))
+            for j in joiners:
+                out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, j.status, j.node.id))
+            return
         assert isinstance(t, BackupTicket)
         cache._settle_backup(t, ack.ok)
-        return Completion(tid, gen, JobKind.BACKUP, t.status, t.node.id)
+        out.append(Completion(tid, gen, JobKind.BACKUP, t.status, t.node.id))
+        return
     q = cache._quarantine.get(tid)
     if q is not None and q.generation == gen:
         del cache._quarantine[tid]
@@ -75,17 +75,26 @@ def on_ack(cache: UniCache, ack: Ack) -> Completion | None:
             cache.pools.pool(op.component, op.src_tier).alloc.release_quarantine(op.src)
             cache.pools.pool(op.component, op.dst_tier).alloc.release_quarantine(op.dst)
         qt = q.ticket
-        kind = JobKind.LOAD_BACK if type(qt) is LoadBack else JobKind.BACKUP
-        if type(qt) is BackupTicket:
-            qt.close(cache._scopes)
-        else:
-            qt.release_leases(cache._scopes)
         c.stale_acks += 1
         cache.ledger.record(
             EventKind.STALE_ACK, ticket=tid,
             detail=f"generation {gen} < epoch {cache.ledger.epoch}: quarantine released",
         )
-        return Completion(tid, gen, kind, TicketStatus.STALE, None)
+        if type(qt) is BackupTicket:
+            qt.close()
+            out.append(Completion(tid, gen, JobKind.BACKUP, TicketStatus.STALE, None))
+            return
+        assert type(qt) is LoadBack
+        qt.release_leases()
+        out.append(Completion(tid, gen, JobKind.LOAD_BACK, TicketStatus.STALE, None))
+        riders = qt.joiners
+        if riders is not None:
+            qt.joiners = None
+            for j in riders:
+                j.copy = None
+                j.release_leases()
+                out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, TicketStatus.STALE, None))
+        return
     if tid < 1 or tid > cache._last_ticket or gen < 0 or gen > cache.ledger.epoch:
         raise UnknownTicketError(
             tid, gen,
@@ -99,11 +108,20 @@ def on_ack(cache: UniCache, ack: Ack) -> Completion | None:
         c.duplicate_acks += 1
         detail = "duplicate: ticket already settled"
     cache.ledger.record(EventKind.STALE_ACK, ticket=tid, detail=detail)
-    return None
 
 
 def sync_backups(cache: UniCache, tickets: Collection[int]) -> None:
-    """Write-back eviction waits for its backups: complete them now and settle the acks."""
-    cache.engine.flush(tickets)
-    done = cache.poll()
-    cache._completions.extend(done)
+    """Write-back eviction waits for its backups: complete them now and settle only their acks.
+
+    Acks of other jobs that the engine returns meanwhile are posted to
+    `inbox` untouched: the next `poll` settles them, so an allocation never
+    settles an unrelated ticket.
+    """
+    engine = cache.engine
+    engine.flush(tickets)
+    sink: list[Completion] = []
+    for ack in engine.poll():
+        if ack.ticket in tickets:
+            cache._on_ack(ack, sink)
+        else:
+            cache.inbox.post(ack)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
-from unicache.ops.pins import pins_full, pins_mamba, pins_swa
+from unicache.tree.pins import backup_in_flight, pins_full, pins_mamba, pins_swa
+from unicache.owners import LeaseOwner, OwnerKind
 from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, HostSegment, segment_parts
 from unicache.transfer.base import CopyOp, JobKind, Tier, TransferJob
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def backup(cache: UniCache, node: Node) -> int | None:
-    """Start backing `node` up to host (write_through: with its unbacked ancestors).
+    """Start a backup of `node` to host (write_through: with its unbacked ancestors).
 
     Returns the backup ticket id, or None when there is nothing to back up
     (already backed, already in flight) or no host room.
@@ -25,7 +26,7 @@ def backup(cache: UniCache, node: Node) -> int | None:
     if node.parent is None or node.dev_full is None:
         return None
     if cache._wb:
-        chain = [node] if node.host_pages is None and node.backing == 0 else []
+        chain = [node] if node.host_pages is None and not backup_in_flight(node) else []
     else:
         chain = cache._unbacked_chain(node)
     return cache._backup_nodes(chain)
@@ -37,8 +38,8 @@ def unbacked_chain(cache: UniCache, node: Node) -> list[Node]:
     while (
         x.parent is not None
         and x.host_pages is None
-        and x.backing == 0
         and x.dev_full is not None
+        and not backup_in_flight(x)
     ):
         chain.append(x)
         x = x.parent
@@ -96,24 +97,16 @@ def backup_nodes(cache: UniCache, chain: list[Node]) -> int | None:
                 copies.append(CopyOp(Mamba, Tier.DEVICE, Tier.HOST, msrc, mdst))
     tid = next(cache._ticket_ids)
     cache._last_ticket = tid
-    owner = f"backup#{tid}@{chain[-1].id}"
+    owner = LeaseOwner(OwnerKind.BACKUP, tid, chain[-1].id)
     t = BackupTicket(tid, cache.ledger.epoch, chain[-1], owner)
     ledger = cache.ledger
-    scopes = cache._scopes
-    full = ledger.acquire(Full, owner=owner, pins=tuple(pins_full(x) for x in chain))
-    scopes[full.id] = list(chain)
-    t.full = full
+    t.full = ledger.acquire(Full, owner=owner, pins=tuple(pins_full(x) for x in chain))
     if swa_nodes:
-        swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in swa_nodes))
-        scopes[swa.id] = swa_nodes
-        t.swa = swa
+        t.swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in swa_nodes))
     if mamba_nodes:
-        mnodes = [x for x, _ in mamba_nodes]
-        mamba = ledger.acquire(Mamba, owner=owner, pins=tuple(pins_mamba(x) for x in mnodes))
-        scopes[mamba.id] = mnodes
-        t.mamba = mamba
-    for x in chain:
-        x.backing += 1
+        t.mamba = ledger.acquire(
+            Mamba, owner=owner, pins=tuple(pins_mamba(x) for x, _ in mamba_nodes)
+        )
     t.full_start = chain[0].start
     t.full_dst = host
     t.swa_segments = segs
@@ -152,18 +145,13 @@ def backup_aux(cache: UniCache, node: Node, swa: bool, mamba: bool) -> int | Non
         return None
     tid = next(cache._ticket_ids)
     cache._last_ticket = tid
-    owner = f"backup#{tid}@{node.id}"
+    owner = LeaseOwner(OwnerKind.BACKUP, tid, node.id)
     t = BackupTicket(tid, cache.ledger.epoch, node, owner)
     ledger = cache.ledger
-    scopes = cache._scopes
     if segs:
-        lease_s = ledger.acquire(SWA, owner=owner, pins=(pins_swa(node),))
-        scopes[lease_s.id] = [node]
-        t.swa = lease_s
+        t.swa = ledger.acquire(SWA, owner=owner, pins=(pins_swa(node),))
     if mamba_slots:
-        lease_m = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(node),))
-        scopes[lease_m.id] = [node]
-        t.mamba = lease_m
+        t.mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(node),))
     t.swa_segments = segs
     t.mamba_slots = mamba_slots
     job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))
@@ -183,7 +171,6 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
     dups = cache._dups
     x: Node | None = t.node
     while x is not None and x.parent is not None and x.start >= fs:
-        x.backing -= 1
         if ok:
             pages = dst[(x.start - fs) // ps : (x.end - fs) // ps]
             if x.host_pages is None:
@@ -222,7 +209,7 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
             mh.free([s for _, s in t.mamba_slots])
         t.status = TicketStatus.FAILED
         cache.counters.backups_failed += 1
-    t.close(cache._scopes)
+    t.close()
 
 
 def publish_swa_host(cache: UniCache, bottom: Node, segments: list[HostSegment]) -> None:

@@ -8,7 +8,7 @@ from leases import EventKind
 
 from unicache.components.full import is_device_leaf
 from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
-from unicache.ops.pins import has_pins, pins_full, pins_mamba, pins_swa
+from unicache.tree.pins import has_pins, pins_full, pins_mamba, pins_swa
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:
@@ -90,8 +90,7 @@ def blocked(cache: UniCache, node: Node, component: str, tier: str) -> None:
         ]
         cache.ledger.record(
             EventKind.EVICT_BLOCKED, nodes=(node.id,), component=component,
-            detail=f"pinned by leases {ids} (tier {tier})"
-            + (f", {node.backing} backup(s) in flight" if node.backing else ""),
+            detail=f"pinned by leases {ids} (tier {tier})",
         )
 
 
@@ -148,7 +147,7 @@ def drop_subtree(cache: UniCache, node: Node) -> int:
     """Remove `node` and everything below it (data lost); 0 if any of it is pinned."""
     sub = list(cache._iter_subtree(node))
     for x in sub:
-        if x.pinned() or x.backing:
+        if x.pinned():
             cache._blocked(x, "Full", "device")
             return 0
     freed = 0

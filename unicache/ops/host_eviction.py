@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from unicache.components.markers import FULL, SWA, SWA_IDX, Full, Mamba
-from unicache.ops.pins import has_pins, pins_mamba, pins_swa
+from unicache.tree.pins import has_pins, pins_mamba, pins_swa
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def evict_host_index(cache: UniCache, i: int, n: int) -> int:
             or node.children
         ):
             continue
-        if node.pinned() or node.backing:
+        if node.pinned():
             blocked.append(node)
             cache._blocked(node, "Full", "host")
             continue

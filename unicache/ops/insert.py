@@ -10,6 +10,7 @@ from unicache.errors import InvalidArgumentError, InvalidSlotError
 from unicache.results import InsertResult, MambaOutcome
 from unicache.transfer.base import CopyOp, Tier
 from unicache.tree.node import TOKEN_BYTES, Node, encode_tokens
+from unicache.tree.pins import backup_in_flight
 from unicache.tree.radix import common_pages
 
 if TYPE_CHECKING:
@@ -137,10 +138,29 @@ def insert(cache: UniCache,
         thr = cache._wt_threshold
         for x in reversed(path):
             if x.hits >= thr:
-                if x.host_pages is None and x.backing == 0:
-                    cache._backup_nodes(cache._unbacked_chain(x))
+                if x.host_pages is None:
+                    if not backup_in_flight(x):
+                        cache._backup_nodes(cache._unbacked_chain(x))
+                else:
+                    _backup_new_aux(cache, x)
                 break
     return InsertResult(node, new_tokens, unevicted, dup, outcome)
+
+
+def _backup_new_aux(cache: UniCache, x: Node) -> None:
+    """Write-through of a node whose Full is on host: back up the SWA/Mamba added since."""
+    swa = (
+        x.dev_swa is not None
+        and x.host_swa_pages is None
+        and not backup_in_flight(x, x.pins_swa)
+    )
+    mamba = (
+        x.dev_mamba is not None
+        and x.host_mamba is None
+        and not backup_in_flight(x, x.pins_mamba)
+    )
+    if swa or mamba:
+        cache._backup_aux(x, swa, mamba)
 
 
 def check_insert_args(

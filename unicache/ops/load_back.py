@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 from unicache.components.full import evicted_chain
 from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
 from unicache.components.swa import window_nodes
-from unicache.ops.pins import pins_full, pins_mamba, pins_swa
+from unicache.owners import LeaseOwner, OwnerKind
 from unicache.results import TicketStatus
 from unicache.tickets import LoadBack, LoadBackTicket, Segment, segment_parts
 from unicache.transfer.base import CopyOp, JobKind, Tier, TransferJob
 from unicache.tree.node import Node
+from unicache.tree.pins import owned_by, pins_full, pins_mamba, pins_swa
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
@@ -53,23 +54,19 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
         return None
     tid = next(cache._ticket_ids)
     cache._last_ticket = tid
-    owner = f"load_back#{tid}@{anchor.id}"
+    owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
     ticket = LoadBack(tid, cache.ledger.epoch, anchor, owner)
     ledger = cache.ledger
-    scopes = cache._scopes
     if chain:
-        scope = chain + [top] if top.parent is not None else list(chain)
-        full = ledger.acquire(Full, owner=owner, pins=tuple(pins_full(x) for x in scope))
-        scopes[full.id] = scope
-        ticket.full = full
+        scope = chain + [top] if top.parent is not None else chain
+        ticket.full = ledger.acquire(Full, owner=owner, pins=tuple(pins_full(x) for x in scope))
     if swa_move:
-        swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in win))
-        scopes[swa.id] = win
-        ticket.swa = swa
+        ticket.swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in win))
     if mamba_move:
-        mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(anchor),))
-        scopes[mamba.id] = [anchor]
-        ticket.mamba = mamba
+        ticket.mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(anchor),))
+    copy = _copy_in_flight(cache, anchor, chain, swa_move, mamba_move)
+    if copy is not None:
+        return _join(cache, ticket, copy)
     copies: list[CopyOp] = []
     full_dst: list[int] | None = []
     swa_dst: list[int] | None = []
@@ -118,7 +115,7 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
             sd = cache._dev[SWA_IDX]
             assert sd is not None
             sd.free(swa_dst)
-        ticket.release_leases(scopes)
+        ticket.release_leases()
         ticket.status = TicketStatus.FAILED
         c.load_backs_refused += 1
         return None
@@ -133,7 +130,11 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
     return LoadBackTicket(ticket)
 
 
-def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> None:
+def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:
+    """Publish (or, failed, free) what `t`'s copy moved; settle `t` and every joiner of it.
+
+    Returns the joiners, settled with the same outcome.
+    """
     ps = cache._ps
     fd = cache._fd
     anchor = t.node
@@ -161,12 +162,12 @@ def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> None:
         if t.swa_segments:
             cache._publish_swa_device(anchor, t.swa_segments)
         if t.mamba_dst is not None:
+            md = cache._dev[MAMBA]
+            assert md is not None
             if anchor.dev_mamba is None:
                 anchor.dev_mamba = t.mamba_dst
                 cache._lru_dev[MAMBA].push(anchor)
             else:
-                md = cache._dev[MAMBA]
-                assert md is not None
                 md.free([t.mamba_dst])
         t.status = TicketStatus.DONE
     else:
@@ -183,7 +184,70 @@ def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> None:
             md.free([t.mamba_dst])
         t.status = TicketStatus.FAILED
         cache.counters.load_backs_failed += 1
-    t.release_leases(cache._scopes)
+    t.release_leases()
+    joiners = t.joiners
+    if joiners is None:
+        return []
+    t.joiners = None
+    for j in joiners:
+        j.status = t.status
+        j.copy = None
+        if not ok:
+            cache.counters.load_backs_failed += 1
+        j.release_leases()
+    return joiners
+
+
+def _copy_in_flight(
+    cache: UniCache, anchor: Node, chain: list[Node], swa_move: list[Node], mamba_move: bool
+) -> LoadBack | None:
+    """A live load-back of `anchor` whose copy moves everything this one needs, if any.
+
+    Found through `anchor`'s own pin sets: every load-back pins its anchor
+    with each lease it takes, and its lease owner names its ticket.
+    """
+    tickets = cache._tickets
+    kind = OwnerKind.LOAD_BACK
+    owners = owned_by(anchor.pins_full, kind) + owned_by(anchor.pins_swa, kind)
+    owners += owned_by(anchor.pins_mamba, kind)
+    for owner in owners:
+        if owner.node != anchor.id:
+            continue
+        t = tickets.get(owner.id)
+        if type(t) is not LoadBack or t.node is not anchor:
+            continue
+        if chain and (not t.full_dst or t.full_start > chain[0].start):
+            continue
+        if swa_move and not _segments_cover(t.swa_segments, swa_move, cache._ps):
+            continue
+        if mamba_move and t.mamba_dst is None:
+            continue
+        return t
+    return None
+
+
+def _segments_cover(segments: list[Segment], nodes: list[Node], ps: int) -> bool:
+    for x in nodes:
+        if not any(s <= x.start and x.end <= s + len(pages) * ps for s, pages in segments):
+            return False
+    return True
+
+
+def _join(cache: UniCache, ticket: LoadBack, copy: LoadBack) -> LoadBackTicket:
+    """Ride on `copy`: no pages, no bytes; settled by `copy`'s ack (its leases are its own)."""
+    ticket.copy = copy
+    ticket.full_tokens = copy.full_tokens
+    ticket.swa_tokens = copy.swa_tokens
+    ticket.mamba_moved = copy.mamba_moved
+    joiners = copy.joiners
+    if joiners is None:
+        copy.joiners = [ticket]
+    else:
+        joiners.append(ticket)
+    c = cache.counters
+    c.load_backs += 1
+    c.load_back_joins += 1
+    return LoadBackTicket(ticket)
 
 
 def publish_swa_device(cache: UniCache, bottom: Node, segments: list[Segment]) -> None:

@@ -9,7 +9,8 @@ from leases import Held, Lease
 from unicache.components.full import deepest_device
 from unicache.components.markers import SWA, Full, Mamba
 from unicache.components.swa import window_nodes
-from unicache.ops.pins import pins_full, pins_mamba, pins_swa
+from unicache.tree.pins import pins_full, pins_mamba, pins_swa
+from unicache.owners import LeaseOwner, OwnerKind
 from unicache.tickets import LockReceipt
 from unicache.tree.node import Node
 
@@ -24,28 +25,22 @@ def lock(cache: UniCache, node: Node) -> LockReceipt:
     rid = next(cache._receipt_ids)
     epoch = cache.ledger.epoch
     cache.counters.locks += 1
-    if end.parent is None:
-        return LockReceipt(
-            rid, end, 0, epoch, None, None, None, f"lock#{rid}", cache._scopes, cache._name
-        )
-    end.last_access = cache._tick()
-    owner = f"lock#{rid}"
+    owner = LeaseOwner(OwnerKind.LOCK, rid)
     ledger = cache.ledger
-    scopes = cache._scopes
+    if end.parent is None:
+        return LockReceipt(rid, end, 0, epoch, None, None, None, owner, ledger, cache._name)
+    end.last_access = cache._tick()
     full = ledger.acquire(Full, owner=owner, pins=(pins_full(end),))
-    scopes[full.id] = [end]
     swa: Lease[SWA, Held] | None = None
     mamba: Lease[Mamba, Held] | None = None
     if cache._swa:
         win = window_nodes(end, cache._window)
         swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in win))
-        scopes[swa.id] = win
     if cache._mamba and end.dev_mamba is not None:
         mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(end),))
-        scopes[mamba.id] = [end]
-    return LockReceipt(rid, end, end.end, epoch, full, swa, mamba, owner, scopes, cache._name)
+    return LockReceipt(rid, end, end.end, epoch, full, swa, mamba, owner, ledger, cache._name)
 
 
 def unlock(cache: UniCache, receipt: LockReceipt) -> None:
     """Release exactly what `lock` took; a second unlock raises `DoubleReleaseError`."""
-    receipt.release(scopes=cache._scopes, cache=cache.config.ledger_name)
+    receipt.release(ledger=cache.ledger, cache=cache.config.ledger_name)

@@ -8,7 +8,7 @@ from leases import EventKind
 
 from unicache.components.full import is_device_leaf
 from unicache.components.markers import SWA, Full, Mamba
-from unicache.ops.pins import pins_full
+from unicache.tree.pins import pins_full
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
@@ -42,8 +42,6 @@ def reclaim_host_duplicates(cache: UniCache, n: int) -> int:
                         EventKind.RECLAIM_BLOCKED, nodes=(node.id,), component="Full",
                         detail=f"Full host copy pinned by leases {p.ids()}",
                     )
-                continue
-            if node.backing:
                 continue
             if spare_leaves and is_device_leaf(node):
                 continue

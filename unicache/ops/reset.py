@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from unicache.results import TicketStatus
+from unicache.tickets import LoadBack
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
@@ -41,6 +42,9 @@ def reset(cache: UniCache) -> int:
             cache.pools.pool(op.component, op.dst_tier).alloc.free(op.dst)
             quarantined += len(op.src) + len(op.dst)
         t.status = TicketStatus.STALE
+        if type(t) is LoadBack and t.joiners is not None:
+            for j in t.joiners:
+                j.status = TicketStatus.STALE
         cache._quarantine[tid] = QuarantineRecord(t, t.generation, job.copies)
     cache._tickets.clear()
     old = cache._tree
@@ -48,7 +52,6 @@ def reset(cache: UniCache) -> int:
         if node.parent is not None:
             cache._free_node(node)
     old.kill()
-    cache._scopes.clear()
     cache._new_tree()
     cache.counters.resets += 1
     cache.counters.quarantined_slots += quarantined

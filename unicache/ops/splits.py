@@ -1,4 +1,4 @@
-"""Node splits: the new upper fragment inherits every pin, scope and heap entry of the original."""
+"""Node splits: the new upper fragment inherits every pin and heap entry of the original."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from leases import PinSet
 
 from unicache.components.markers import FULL, SWA_IDX
-from unicache.ops.pins import pins_full, pins_mamba, pins_swa
+from unicache.tree.pins import pins_full, pins_mamba, pins_swa
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ C = TypeVar("C")
 
 
 def on_split(cache: UniCache, upper: Node, lower: Node) -> None:
-    """Carry every pin of `lower` to the new `upper` fragment, with its scope and heap entries."""
+    """Carry every pin of `lower` to the new `upper` fragment, with its heap entries."""
     cache.counters.splits += 1
     _carry(cache, lower.pins_full, upper, pins_full)
     _carry(cache, lower.pins_swa, upper, pins_swa)
@@ -34,15 +34,14 @@ def on_split(cache: UniCache, upper: Node, lower: Node) -> None:
 
 
 def _carry(
-    cache: UniCache, pins: PinSet[C] | None, upper: Node, pins_of: Callable[[Node], PinSet[C]]
+    cache: UniCache,
+    pins: PinSet[C, Node] | None,
+    upper: Node,
+    pins_of: Callable[[Node], PinSet[C, Node]],
 ) -> None:
-    """Pin `upper` with every live lease in `pins` and add it to each lease's scope."""
+    """Pin `upper` with every live lease in `pins` (so each lease now covers it too)."""
     if pins is None or not pins:
         return
     target = pins_of(upper)
-    scopes = cache._scopes
     for lease in pins:
         cache.ledger.pin(lease, target)
-        scope = scopes.get(lease.id)
-        if scope is not None:
-            scope.append(upper)

@@ -57,8 +57,9 @@ class Node:
     Pin sets are created on first pin (most nodes are never pinned); each
     holds the leases of one component that currently cover this node.
     `lru` is a bit mask of the eviction heaps holding an entry for the node;
-    `dev_children` counts children with Full on device (a device leaf has 0);
-    `backing` counts in-flight backups covering the node.
+    `dev_children` counts children with Full on device (a device leaf has 0).
+    Nothing else pins: an in-flight backup pins the nodes it reads with its
+    own leases, like a load-back.
     Callers treat every attribute as read-only.
     """
 
@@ -80,7 +81,6 @@ class Node:
         "pins_full",
         "pins_swa",
         "pins_mamba",
-        "backing",
         "dev_children",
         "lru",
         "alive",
@@ -101,10 +101,9 @@ class Node:
     host_swa_pages: array[int] | None
     dev_mamba: int | None
     host_mamba: int | None
-    pins_full: PinSet[Full] | None
-    pins_swa: PinSet[SWA] | None
-    pins_mamba: PinSet[Mamba] | None
-    backing: int
+    pins_full: PinSet[Full, Node] | None
+    pins_swa: PinSet[SWA, Node] | None
+    pins_mamba: PinSet[Mamba, Node] | None
     dev_children: int
     lru: int
     alive: bool
@@ -130,7 +129,6 @@ class Node:
         self.pins_full = None
         self.pins_swa = None
         self.pins_mamba = None
-        self.backing = 0
         self.dev_children = 0
         self.lru = 0
         self.alive = True

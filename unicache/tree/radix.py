@@ -103,7 +103,6 @@ class RadixTree:
         pages = m // ps
         upper.last_access = node.last_access
         upper.hits = node.hits
-        upper.backing = node.backing
         upper.dev_children = 1 if node.dev_full is not None else 0
         if node.dev_full is not None:
             upper.dev_full = node.dev_full[:pages]
