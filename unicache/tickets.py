@@ -285,6 +285,12 @@ class LoadBackTicket:
         return self._record.mamba
 
     @property
+    def joined(self) -> int | None:
+        """The id of the load-back whose copy this one joined (its ack settles both), or None."""
+        copy = self._record.copy
+        return copy.id if copy is not None else None
+
+    @property
     def full_tokens(self) -> int:
         return self._record.full_tokens
 

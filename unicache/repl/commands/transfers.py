@@ -81,6 +81,9 @@ def cmd_withhold(s: Session, a: Args) -> JSONObject:
         raise CommandSyntaxError("withhold", "needs a cache started with 'new --transfer manual' "
                                              "(the immediate engine acks every copy on the next poll)")
     ticket = parse_ticket(a.get_str("ticket"))
+    held = s.tickets.get(ticket)
+    if held is not None and held.joined is not None:
+        ticket = held.joined  # a load-back that joined a copy in flight waits for that copy's ack
     if a.flag("release"):
         manual.release(ticket)
     else:
