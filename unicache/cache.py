@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING
 
 from leases import LeaseLedger, Mailbox
 
-from unicache.components.markers import FULL, MAMBA, SWA_IDX, SWA, Full, Mamba
+from unicache.components.full import FullStore
+from unicache.components.markers import FULL, MAMBA, SWA_IDX, SWA, Full, Mamba, component_name
+from unicache.components.registry import STORES
+from unicache.components.store import ComponentStore
 from unicache.config import CacheConfig
 from unicache.counters import CacheCounters
 from unicache.errors import ForeignObjectError, InvalidArgumentError, SanityError, UnknownNodeError
@@ -48,7 +51,6 @@ from unicache.sanity import SanityReport, sanity_check
 from unicache.tickets import LoadBack, Ticket
 from unicache.transfer.base import Ack, TransferEngine
 from unicache.transfer.immediate import ImmediateEngine
-from unicache.tree.lru import LazyLRU
 from unicache.tree.node import Node
 from unicache.tree.pins import covered
 from unicache.tree.radix import RadixTree
@@ -88,18 +90,27 @@ class UniCache:
         self._wt_threshold = config.write_through_threshold
         self._lb_threshold = max(1, config.load_back_threshold)
         self._enabled = (True, self._swa, self._mamba)
-        self._dev: list[SlotAllocator | None] = [None, None, None]
-        self._host: list[SlotAllocator | None] = [None, None, None]
-        for comp in config.components:
-            i = _INDEX[comp]
-            self._dev[i] = self.pools.device_pool(comp).alloc
-            self._host[i] = self.pools.host_pool(comp).alloc
-        fd = self._dev[FULL]
-        fh = self._host[FULL]
-        assert fd is not None and fh is not None
-        self._fd: SlotAllocator = fd
-        self._fh: SlotAllocator = fh
-        self._lent: tuple[set[int], set[int], set[int]] = (set(), set(), set())
+        by_index: list[ComponentStore] = []
+        for comp, store_class in STORES.items():
+            if comp in config.components:
+                dev = self.pools.device_pool(comp).alloc
+                host = self.pools.host_pool(comp).alloc
+            else:
+                name = component_name(comp)
+                dev = SlotAllocator(f"{name}.device (not configured)", 0)
+                host = SlotAllocator(f"{name}.host (not configured)", 0)
+            by_index.append(store_class(dev, host))
+        self._stores: tuple[ComponentStore, ...] = tuple(by_index)
+        """Every component's store by index; one not configured has no slots."""
+        self.stores: tuple[ComponentStore, ...] = tuple(
+            st for st in by_index if st.marker in config.components
+        )
+        """The configured components, highest eviction priority first."""
+        full = by_index[FULL]
+        assert isinstance(full, FullStore)
+        self._full: FullStore = full
+        self._fd: SlotAllocator = full.device
+        self._fh: SlotAllocator = full.host
         self._node_ids = count(1)
         self._ticket_ids = count(1)
         self._receipt_ids = count(1)
@@ -112,8 +123,8 @@ class UniCache:
     def _new_tree(self) -> None:
         self._tree = RadixTree(self._ps, self._node_ids, owner=self, on_split=self._on_split)
         self.root = self._tree.root
-        self._lru_dev = (LazyLRU(1), LazyLRU(2), LazyLRU(4))
-        self._lru_host = (LazyLRU(8), LazyLRU(16), LazyLRU(32))
+        for store in self._stores:
+            store.new_tree()
         self._dups: dict[int, Node] = {}
 
     def __repr__(self) -> str:
@@ -264,7 +275,7 @@ class UniCache:
         """Snapshots of the tickets whose slots wait for a stale ack."""
         return [quarantine_info(q) for q in self._quarantine.values()]
 
-    def lease_scopes(self) -> dict[int, tuple[str, str, list[int]]]:
+    def lease_coverage(self) -> dict[int, tuple[str, str, list[int]]]:
         """Live lease id -> (component, owner, ids of the nodes it pins)."""
         out: dict[int, tuple[str, str, list[int]]] = {}
         for lease in self.ledger.live():

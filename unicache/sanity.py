@@ -182,12 +182,9 @@ def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
     for x in nodes:
         if x.parent is None:
             continue
-        own(Full, Tier.DEVICE, x.dev_full)
-        own(Full, Tier.HOST, x.host_pages)
-        own(SWA, Tier.DEVICE, x.dev_swa)
-        own(SWA, Tier.HOST, x.host_swa_pages)
-        own(Mamba, Tier.DEVICE, [x.dev_mamba] if x.dev_mamba is not None else None)
-        own(Mamba, Tier.HOST, [x.host_mamba] if x.host_mamba is not None else None)
+        for store in cache._stores:
+            own(store.marker, Tier.DEVICE, store.device_slots(x))
+            own(store.marker, Tier.HOST, store.host_slots(x))
     for t in cache.live_tickets():
         if t.job is None:
             continue
@@ -366,8 +363,8 @@ def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
 
 
 def _check_heaps(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
-    dev = cache._lru_dev
-    host = cache._lru_host
+    dev = [st.lru_device for st in cache._stores]
+    host = [st.lru_host for st in cache._stores]
     for heap in (*dev, *host):
         bits = sum(1 for x in nodes if x.lru & heap.bit)
         alive_entries = sum(1 for e in heap.heap if e[3].alive)

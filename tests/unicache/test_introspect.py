@@ -26,7 +26,7 @@ def test_dump_state_round_trips_through_json(make_cache: MakeCache) -> None:
     )
     tickets = cache.tickets()
     assert [x.id for x in tickets] == [t.id] and tickets[0].kind == "load_back"
-    scopes = cache.lease_scopes()
+    scopes = cache.lease_coverage()
     assert t.full is not None and scopes[t.full.id][2] == [b.id, a.id]
     state = cache.dump_state()
     text = json.dumps(state)

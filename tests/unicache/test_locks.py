@@ -53,7 +53,7 @@ def test_dropped_receipt_is_a_leak_that_unpins(make_cache: MakeCache) -> None:
     assert cache.evict_device(Full, 4) == 4  # nothing left protecting it
     report = cache.sanity_check()
     assert report.ok, report.describe()
-    assert cache.lease_scopes() == {}
+    assert cache.lease_coverage() == {}
 
 
 def _pin_sets(node: Node) -> tuple[object, object, object]:

@@ -1,11 +1,14 @@
-"""Full-KV rules: the evicted chain a load-back restores and the D-leaf test."""
+"""Full KV: its store (pages per node, prefix-closed on device) and its rules (evicted chain, device leaf)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from array import array
 
-if TYPE_CHECKING:
-    from unicache.tree.node import Node
+from leases import PinSet
+
+from unicache.components.markers import FULL, Full
+from unicache.components.store import ComponentStore
+from unicache.tree.node import Node
 
 
 def evicted_chain(anchor: Node) -> tuple[list[Node], Node]:
@@ -37,3 +40,42 @@ def deepest_device(node: Node) -> Node:
         assert parent is not None, "the root is always device-resident"
         node = parent
     return node
+
+
+class FullStore(ComponentStore):
+    """Full-attention KV: a page per `page_size` tokens on every node; the base component.
+
+    Device residency is prefix-closed; a node's parent counts its device
+    children (`dev_children`), which `drop_device` keeps right.
+    """
+
+    __slots__ = ()
+    marker = Full
+    index = FULL
+    unit = "page"
+
+    def pins(self, node: Node) -> PinSet[Full, Node] | None:
+        return node.pins_full
+
+    def device_slots(self, node: Node) -> list[int] | None:
+        return node.dev_full
+
+    def host_slots(self, node: Node) -> array[int] | None:
+        return node.host_pages
+
+    def drop_device(self, node: Node) -> int:
+        pages = node.dev_full
+        assert pages is not None, node.id
+        self.device.free(pages)
+        node.dev_full = None
+        parent = node.parent
+        if parent is not None:
+            parent.dev_children -= 1
+        return len(pages)
+
+    def drop_host(self, node: Node) -> int:
+        pages = node.host_pages
+        assert pages is not None, node.id
+        self.host.free(pages)
+        node.host_pages = None
+        return len(pages)

@@ -1,11 +1,14 @@
-"""SWA rules: which nodes hold the last `window` tokens of a path."""
+"""SWA: its store (pages per node, like Full) and its rule (which nodes hold the last `window` tokens)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from array import array
 
-if TYPE_CHECKING:
-    from unicache.tree.node import Node
+from leases import PinSet
+
+from unicache.components.markers import SWA_IDX, SWA
+from unicache.components.store import ComponentStore
+from unicache.tree.node import Node
 
 
 def window_nodes(end_node: Node, window: int) -> list[Node]:
@@ -35,3 +38,35 @@ def window_present(end_node: Node, window: int) -> tuple[bool, bool]:
                 return False, False
         node = node.parent
     return present, on_device
+
+
+class SWAStore(ComponentStore):
+    """Sliding-window KV: pages like Full, but a path only needs its last `swa_window` tokens."""
+
+    __slots__ = ()
+    marker = SWA
+    index = SWA_IDX
+    unit = "page"
+
+    def pins(self, node: Node) -> PinSet[SWA, Node] | None:
+        return node.pins_swa
+
+    def device_slots(self, node: Node) -> list[int] | None:
+        return node.dev_swa
+
+    def host_slots(self, node: Node) -> array[int] | None:
+        return node.host_swa_pages
+
+    def drop_device(self, node: Node) -> int:
+        pages = node.dev_swa
+        assert pages is not None, node.id
+        self.device.free(pages)
+        node.dev_swa = None
+        return len(pages)
+
+    def drop_host(self, node: Node) -> int:
+        pages = node.host_swa_pages
+        assert pages is not None, node.id
+        self.host.free(pages)
+        node.host_swa_pages = None
+        return len(pages)

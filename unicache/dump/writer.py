@@ -155,7 +155,7 @@ def _tree(cache: UniCache, components: tuple[str, ...], pinned: dict[int, _Pinne
 
 def _leases(cache: UniCache, pinned: dict[int, _Pinned], capture: _Capture) -> list[JSON]:
     """Every live lease, plus any lease found in a pin set that the ledger no longer lists."""
-    scopes = capture("lease_scopes", cache.lease_scopes) or {}
+    scopes = capture("lease_coverage", cache.lease_coverage) or {}
     live = capture("leases", cache.ledger.live) or []
     seen = {lease.id for lease in live}
     extra = [p.lease for lid, p in sorted(pinned.items()) if lid not in seen]

@@ -178,7 +178,7 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
                 if x.dev_full is not None:
                     dups[x.id] = x
                 elif not x.children:
-                    cache._lru_host[FULL].push(x)
+                    cache._stores[FULL].lru_host.push(x)
             else:
                 fh.free(pages)
         x = x.parent
@@ -186,9 +186,8 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
         if t.swa_segments:
             cache._publish_swa_host(t.node, t.swa_segments)
         if t.mamba_slots:
-            mh = cache._host[MAMBA]
-            assert mh is not None
-            lru = cache._lru_host[MAMBA]
+            mh = cache._stores[MAMBA].host
+            lru = cache._stores[MAMBA].lru_host
             for node, slot in t.mamba_slots:
                 if node.host_mamba is None:
                     node.host_mamba = slot
@@ -199,13 +198,11 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
     else:
         fh.free(dst)
         if t.swa_segments:
-            sh = cache._host[SWA_IDX]
-            assert sh is not None
+            sh = cache._stores[SWA_IDX].host
             for _, pages in t.swa_segments:
                 sh.free(pages)
         if t.mamba_slots:
-            mh = cache._host[MAMBA]
-            assert mh is not None
+            mh = cache._stores[MAMBA].host
             mh.free([s for _, s in t.mamba_slots])
         t.status = TicketStatus.FAILED
         cache.counters.backups_failed += 1
@@ -214,9 +211,8 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
 
 def publish_swa_host(cache: UniCache, bottom: Node, segments: list[HostSegment]) -> None:
     """Give each node inside a segment its host SWA pages (or free them if it has some)."""
-    sh = cache._host[SWA_IDX]
-    assert sh is not None
-    lru = cache._lru_host[SWA_IDX]
+    sh = cache._stores[SWA_IDX].host
+    lru = cache._stores[SWA_IDX].lru_host
     for x, part in segment_parts(bottom, segments, cache._ps):
         if x.host_swa_pages is None:
             x.host_swa_pages = part

@@ -39,7 +39,7 @@ def evict_dev_full(cache: UniCache, n: int) -> int:
     stays until its backup's ack, and a later eviction takes it.
     """
     freed = 0
-    heap = cache._lru_dev[FULL]
+    heap = cache._stores[FULL].lru_device
     wb = cache._wb
     sync = cache.config.sync_write_back
     blocked: list[Node] = []
@@ -84,8 +84,8 @@ def blocked(cache: UniCache, node: Node, component: str, tier: str) -> None:
     if cache.ledger.history:
         ids = [
             lease_id
-            for p in (node.pins_full, node.pins_swa, node.pins_mamba)
-            if p is not None
+            for store in cache.stores
+            if (p := store.pins(node)) is not None
             for lease_id in p.ids()
         ]
         cache.ledger.record(
@@ -111,36 +111,26 @@ def demote(cache: UniCache, node: Node) -> int:
     c.device_evictions += 1
     c.full_pages_evicted += len(pages)
     if parent.parent is not None and is_device_leaf(parent):
-        cache._lru_dev[FULL].push(parent)
+        cache._stores[FULL].lru_device.push(parent)
     if not node.children and node.host_pages is not None:
-        cache._lru_host[FULL].push(node)
+        cache._stores[FULL].lru_host.push(node)
     return len(pages)
 
 
 def free_dev_swa(cache: UniCache, node: Node) -> int:
-    pages = node.dev_swa
-    assert pages is not None
-    sd = cache._dev[SWA_IDX]
-    assert sd is not None
-    sd.free(pages)
-    node.dev_swa = None
-    cache.counters.swa_pages_evicted += len(pages)
+    freed = cache._stores[SWA_IDX].drop_device(node)
+    cache.counters.swa_pages_evicted += freed
     if node.host_swa_pages is None:
         cache.counters.aux_lost += 1
-    return len(pages)
+    return freed
 
 
 def free_dev_mamba(cache: UniCache, node: Node) -> int:
-    slot = node.dev_mamba
-    assert slot is not None
-    md = cache._dev[MAMBA]
-    assert md is not None
-    md.free([slot])
-    node.dev_mamba = None
+    freed = cache._stores[MAMBA].drop_device(node)
     cache.counters.mamba_evicted += 1
     if node.host_mamba is None:
         cache.counters.aux_lost += 1
-    return 1
+    return freed
 
 
 def drop_subtree(cache: UniCache, node: Node) -> int:
@@ -168,7 +158,7 @@ def evict_dev_aux(cache: UniCache, i: int, n: int) -> int:
     first, like a Full victim, unless no host room can be made; then it
     is lost (`aux_lost`).
     """
-    heap = cache._lru_dev[i]
+    heap = cache._stores[i].lru_device
     c = cache.counters
     freed = 0
     wb = cache._wb

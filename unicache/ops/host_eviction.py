@@ -23,7 +23,7 @@ def evict_host_index(cache: UniCache, i: int, n: int) -> int:
     if i != FULL:
         return cache._evict_host_aux(i, n)
     freed = cache.reclaim_host_duplicates(n) if cache._wb else 0
-    heap = cache._lru_host[FULL]
+    heap = cache._stores[FULL].lru_host
     c = cache.counters
     blocked: list[Node] = []
     while freed < n:
@@ -55,44 +55,25 @@ def evict_host_index(cache: UniCache, i: int, n: int) -> int:
 
 
 def evict_host_aux(cache: UniCache, i: int, n: int) -> int:
-    heap = cache._lru_host[i]
+    """Free host SWA pages or Mamba states, LRU, never a pinned one (its component's pins only)."""
+    store = cache._stores[i]
+    heap = store.lru_host
     c = cache.counters
     freed = 0
     blocked: list[Node] = []
-    alloc = cache._host[i]
-    assert alloc is not None
     while freed < n:
         node = heap.pop()
         if node is None:
             break
-        if not node.alive:
+        if not node.alive or store.host_slots(node) is None:
             continue
-        if i == SWA_IDX:
-            hs = node.host_swa_pages
-            if hs is None:
-                continue
-            if has_pins(node.pins_swa):
-                blocked.append(node)
-                cache._blocked(node, "SWA", "host")
-                continue
-            alloc.free(hs)
-            node.host_swa_pages = None
-            freed += len(hs)
-            if node.dev_swa is None:
-                c.aux_lost += 1
-        else:
-            hm = node.host_mamba
-            if hm is None:
-                continue
-            if has_pins(node.pins_mamba):
-                blocked.append(node)
-                cache._blocked(node, "Mamba", "host")
-                continue
-            alloc.free([hm])
-            node.host_mamba = None
-            freed += 1
-            if node.dev_mamba is None:
-                c.aux_lost += 1
+        if store.pinned(node):
+            blocked.append(node)
+            cache._blocked(node, store.name, "host")
+            continue
+        freed += store.drop_host(node)
+        if store.device_slots(node) is None:
+            c.aux_lost += 1
         c.host_evictions += 1
     for b in blocked:
         heap.push(b)

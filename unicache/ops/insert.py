@@ -38,12 +38,11 @@ def insert(cache: UniCache,
     fs = list(full_slots)
     ss = list(swa_slots) if swa_slots is not None else None
     cache._check_insert_args(n, start, fs, ss, mamba_slot)
-    lent = cache._lent
-    lent[FULL].difference_update(fs)
+    cache._full.lent.difference_update(fs)
     if ss is not None:
-        lent[SWA_IDX].difference_update(ss)
+        cache._stores[SWA_IDX].lent.difference_update(ss)
     if mamba_slot is not None and mamba_donate:
-        lent[MAMBA].discard(mamba_slot)
+        cache._stores[MAMBA].lent.discard(mamba_slot)
     tree = cache._tree
     fd = cache._fd
     clk = cache._tick()
@@ -52,7 +51,7 @@ def insert(cache: UniCache,
     new_tokens = unevicted = dup = 0
     missing = False
     path: list[Node] = []
-    lru_full = cache._lru_dev[FULL]
+    lru_full = cache._stores[FULL].lru_device
     dups = cache._dups
     w = tree.page_bytes
     while pos < n:
@@ -71,7 +70,7 @@ def insert(cache: UniCache,
             lru_full.push(leaf)
             if ss is not None:
                 leaf.dev_swa = ss[i:] if i else ss
-                cache._lru_dev[SWA_IDX].push(leaf)
+                cache._stores[SWA_IDX].lru_device.push(leaf)
             new_tokens += n - pos
             path.append(leaf)
             node = leaf
@@ -107,10 +106,9 @@ def insert(cache: UniCache,
             if ss is not None:
                 if child.dev_swa is None:
                     child.dev_swa = ss[i:j]
-                    cache._lru_dev[SWA_IDX].push(child)
+                    cache._stores[SWA_IDX].lru_device.push(child)
                 else:
-                    sd = cache._dev[SWA_IDX]
-                    assert sd is not None
+                    sd = cache._stores[SWA_IDX].device
                     sd.free(ss[i:j])
         node = child
         pos += klen
@@ -119,12 +117,10 @@ def insert(cache: UniCache,
     if missing:
         fd.free(fs)
         if ss is not None:
-            sd = cache._dev[SWA_IDX]
-            assert sd is not None
+            sd = cache._stores[SWA_IDX].device
             sd.free(ss)
         if mamba_slot is not None and mamba_donate:
-            md = cache._dev[MAMBA]
-            assert md is not None
+            md = cache._stores[MAMBA].device
             md.free([mamba_slot])
         c.prefix_missing += 1
         return InsertResult(node, 0, 0, 0, "none", True)
@@ -185,7 +181,7 @@ def check_insert_args(
         raise InvalidArgumentError(
             f"insert: {len(fs)} Full pages given for {n - start} tokens ({pages} pages)"
         )
-    lent = cache._lent
+    lent = [st.lent for st in cache._stores]  # by component index
     if not lent[FULL].issuperset(fs) or len(set(fs)) != len(fs):
         raise InvalidSlotError(
             cache._fd.name, sorted(set(fs) - lent[FULL]) or fs,
@@ -197,8 +193,7 @@ def check_insert_args(
                 f"insert: SWA is enabled; swa_slots must give {pages} pages, got "
                 f"{None if ss is None else len(ss)}"
             )
-        sd = cache._dev[SWA_IDX]
-        assert sd is not None
+        sd = cache._stores[SWA_IDX].device
         if not lent[SWA_IDX].issuperset(ss) or len(set(ss)) != len(ss):
             raise InvalidSlotError(
                 sd.name, sorted(set(ss) - lent[SWA_IDX]) or ss,
@@ -210,16 +205,14 @@ def check_insert_args(
         if not cache._mamba:
             raise InvalidArgumentError("insert: mamba_slot given but Mamba is not enabled")
         if mamba_slot not in lent[MAMBA]:
-            md = cache._dev[MAMBA]
-            assert md is not None
+            md = cache._stores[MAMBA].device
             raise InvalidSlotError(
                 md.name, [mamba_slot], "is not a request-owned Mamba slot (alloc_device)"
             )
 
 
 def insert_mamba(cache: UniCache, node: Node, slot: int, donate: bool) -> MambaOutcome:
-    md = cache._dev[MAMBA]
-    assert md is not None
+    md = cache._stores[MAMBA].device
     c = cache.counters
     if node.parent is None or node.dev_mamba is not None:
         if donate:
@@ -230,7 +223,7 @@ def insert_mamba(cache: UniCache, node: Node, slot: int, donate: bool) -> MambaO
         return "none"
     if donate:
         node.dev_mamba = slot
-        cache._lru_dev[MAMBA].push(node)
+        cache._stores[MAMBA].lru_device.push(node)
         return "donated"
     got = cache._alloc_dev(MAMBA, 1)
     if got is None:
@@ -238,5 +231,5 @@ def insert_mamba(cache: UniCache, node: Node, slot: int, donate: bool) -> MambaO
         return "skipped"
     cache.pools.copy(CopyOp(Mamba, Tier.DEVICE, Tier.DEVICE, [slot], got))
     node.dev_mamba = got[0]
-    cache._lru_dev[MAMBA].push(node)
+    cache._stores[MAMBA].lru_device.push(node)
     return "copied"

@@ -112,8 +112,7 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
         if full_dst:
             cache._fd.free(full_dst)
         if swa_dst:
-            sd = cache._dev[SWA_IDX]
-            assert sd is not None
+            sd = cache._stores[SWA_IDX].device
             sd.free(swa_dst)
         ticket.release_leases()
         ticket.status = TicketStatus.FAILED
@@ -143,7 +142,7 @@ def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:
         if t.full_dst:
             fs = t.full_start
             dst = t.full_dst
-            lru = cache._lru_dev[FULL]
+            lru = cache._stores[FULL].lru_device
             dups = cache._dups
             x: Node | None = anchor
             while x is not None and x.start >= fs and x.parent is not None:
@@ -162,11 +161,10 @@ def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:
         if t.swa_segments:
             cache._publish_swa_device(anchor, t.swa_segments)
         if t.mamba_dst is not None:
-            md = cache._dev[MAMBA]
-            assert md is not None
+            md = cache._stores[MAMBA].device
             if anchor.dev_mamba is None:
                 anchor.dev_mamba = t.mamba_dst
-                cache._lru_dev[MAMBA].push(anchor)
+                cache._stores[MAMBA].lru_device.push(anchor)
             else:
                 md.free([t.mamba_dst])
         t.status = TicketStatus.DONE
@@ -174,13 +172,11 @@ def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:
         if t.full_dst:
             fd.free(t.full_dst)
         if t.swa_segments:
-            sd = cache._dev[SWA_IDX]
-            assert sd is not None
+            sd = cache._stores[SWA_IDX].device
             for _, pages in t.swa_segments:
                 sd.free(pages)
         if t.mamba_dst is not None:
-            md = cache._dev[MAMBA]
-            assert md is not None
+            md = cache._stores[MAMBA].device
             md.free([t.mamba_dst])
         t.status = TicketStatus.FAILED
         cache.counters.load_backs_failed += 1
@@ -252,9 +248,8 @@ def _join(cache: UniCache, ticket: LoadBack, copy: LoadBack) -> LoadBackTicket:
 
 def publish_swa_device(cache: UniCache, bottom: Node, segments: list[Segment]) -> None:
     """Give each node inside a segment its device SWA pages (or free them if it has some)."""
-    sd = cache._dev[SWA_IDX]
-    assert sd is not None
-    lru = cache._lru_dev[SWA_IDX]
+    sd = cache._stores[SWA_IDX].device
+    lru = cache._stores[SWA_IDX].lru_device
     for x, part in segment_parts(bottom, segments, cache._ps):
         if x.dev_swa is None:
             x.dev_swa = part

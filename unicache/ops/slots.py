@@ -29,16 +29,15 @@ def alloc_device(cache: UniCache, component: type, n: int) -> list[int] | None:
         raise InvalidArgumentError(f"alloc_device({component.__name__}, {n}): n must be >= 0")
     got = cache._alloc_dev(i, n)
     if got is not None:
-        cache._lent[i].update(got)
+        cache._stores[i].lent.update(got)
     return got
 
 
 def free_device(cache: UniCache, component: type, slots: Sequence[int]) -> None:
     """Hand request-owned device slots back (from `alloc_device`, not donated)."""
     i = cache._cidx(component)
-    alloc = cache._dev[i]
-    assert alloc is not None
-    lent = cache._lent[i]
+    alloc = cache._stores[i].device
+    lent = cache._stores[i].lent
     s = list(slots)
     bad = sorted(x for x in set(s) if x not in lent)
     if bad:
@@ -71,8 +70,7 @@ def read_slots(
 
 
 def alloc_dev(cache: UniCache, i: int, n: int) -> list[int] | None:
-    alloc = cache._dev[i]
-    assert alloc is not None
+    alloc = cache._stores[i].device
     got = alloc.alloc(n)
     if got is None:
         cache._evict_dev(i, n - alloc.free_count)
@@ -81,8 +79,7 @@ def alloc_dev(cache: UniCache, i: int, n: int) -> list[int] | None:
 
 
 def alloc_host(cache: UniCache, i: int, n: int) -> array[int] | None:
-    alloc = cache._host[i]
-    assert alloc is not None
+    alloc = cache._stores[i].host
     got = alloc.alloc_compact(n)
     if got is None:
         cache._evict_host(i, n - alloc.free_count)
@@ -92,7 +89,7 @@ def alloc_host(cache: UniCache, i: int, n: int) -> array[int] | None:
 
 def lent_slots(cache: UniCache, component: Component) -> set[int]:
     """Device slots currently owned by requests (allocated, not yet donated or freed)."""
-    return set(cache._lent[cache._cidx(component)])
+    return set(cache._stores[cache._cidx(component)].lent)
 
 
 def path_pages(

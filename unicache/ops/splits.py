@@ -24,13 +24,13 @@ def on_split(cache: UniCache, upper: Node, lower: Node) -> None:
     _carry(cache, lower.pins_swa, upper, pins_swa)
     _carry(cache, lower.pins_mamba, upper, pins_mamba)
     if upper.dev_full is not None:
-        cache._lru_dev[FULL].push(upper)
+        cache._stores[FULL].lru_device.push(upper)
         if upper.host_pages is not None:
             cache._dups[upper.id] = upper
     if upper.dev_swa is not None:
-        cache._lru_dev[SWA_IDX].push(upper)
+        cache._stores[SWA_IDX].lru_device.push(upper)
     if upper.host_swa_pages is not None:
-        cache._lru_host[SWA_IDX].push(upper)
+        cache._stores[SWA_IDX].lru_host.push(upper)
 
 
 def _carry(

@@ -1,0 +1,97 @@
+"""`ComponentStore`: the one object per cache component that owns its slots, heaps and node state.
+
+A component (Full, SWA, Mamba, or one added later) is a store: it owns its
+device and host slot allocators, its two eviction heaps (device, host), the
+device slots lent to requests, and the reading, writing and freeing of its
+per-node residency and pin set. The cache iterates over its configured
+stores wherever the work is the same for every component (freeing a node,
+pool accounting, host eviction of a component's state, sanity checks);
+the operations that differ per component (Full's prefix-closed chain,
+SWA's window, Mamba's single state) call the store they need.
+
+To add a component: a marker class (`components/markers.py`), a store
+subclass in its own module implementing the abstract methods below, and
+one entry in `components/registry.py`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any
+
+from leases import PinSet
+
+from unicache.pools.allocator import SlotAllocator
+from unicache.tree.lru import LazyLRU
+from unicache.tree.node import Node
+
+
+class ComponentStore(abc.ABC):
+    """One component of one cache: allocators, eviction heaps, lent slots, node residency."""
+
+    __slots__ = ("device", "host", "lru_device", "lru_host", "lent")
+
+    marker: type
+    """The component marker class (`Full`, `SWA`, `Mamba`) typing its leases and pin sets."""
+    index: int
+    """Its place in eviction priority (0 highest); also picks its heap bits."""
+    unit: str
+    """What one slot holds, for messages: "page" or "state"."""
+
+    device: SlotAllocator
+    host: SlotAllocator
+    lru_device: LazyLRU
+    lru_host: LazyLRU
+    lent: set[int]
+
+    def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
+        self.device = device
+        self.host = host
+        self.lent = set()
+        self.new_tree()
+
+    @property
+    def name(self) -> str:
+        return self.marker.__name__
+
+    def new_tree(self) -> None:
+        """Fresh, empty eviction heaps (a new tree after `reset`)."""
+        self.lru_device = LazyLRU(1 << self.index)
+        self.lru_host = LazyLRU(8 << self.index)
+
+    @abc.abstractmethod
+    def pins(self, node: Node) -> PinSet[Any, Node] | None:
+        """The node's pin set of this component, or None if never pinned (or drained)."""
+
+    @abc.abstractmethod
+    def device_slots(self, node: Node) -> Sequence[int] | None:
+        """The node's device slots of this component, or None."""
+
+    @abc.abstractmethod
+    def host_slots(self, node: Node) -> Sequence[int] | None:
+        """The node's host slots of this component, or None."""
+
+    @abc.abstractmethod
+    def drop_device(self, node: Node) -> int:
+        """Free the node's device slots (the node must hold some); returns how many."""
+
+    @abc.abstractmethod
+    def drop_host(self, node: Node) -> int:
+        """Free the node's host slots (the node must hold some); returns how many."""
+
+    def pinned(self, node: Node) -> bool:
+        p = self.pins(node)
+        return p is not None and bool(p)
+
+    def free_node(self, node: Node) -> int:
+        """Free whatever the node holds of this component on both tiers; device slots freed."""
+        freed = 0
+        if self.device_slots(node) is not None:
+            freed = self.drop_device(node)
+        if self.host_slots(node) is not None:
+            self.drop_host(node)
+        return freed
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} device={self.device.name} host={self.host.name}>"
