@@ -21,7 +21,6 @@ from unicache.errors import (
     ForeignObjectError,
     InvalidArgumentError,
     InvalidSlotError,
-    SanityError,
     TicketPendingError,
     UnknownNodeError,
     UnknownTicketError,
@@ -34,7 +33,7 @@ from unicache.results import (
     MatchResult,
     TicketStatus,
 )
-from unicache.sanity import SanityReport, Violation
+from unicache.sanity import SanityError, SanityReport, Violation
 from unicache.tickets import BackupTicket, LoadBack, LoadBackTicket, LockReceipt
 from unicache.transfer.base import Ack, CopyOp, JobKind, Tier, TransferEngine, TransferJob
 from unicache.transfer.immediate import ImmediateEngine

@@ -19,7 +19,7 @@ from unicache.components.registry import STORES
 from unicache.components.store import ComponentStore
 from unicache.config import CacheConfig
 from unicache.counters import CacheCounters
-from unicache.errors import ForeignObjectError, InvalidArgumentError, SanityError, UnknownNodeError
+from unicache.errors import ForeignObjectError, InvalidArgumentError, UnknownNodeError
 from unicache.introspect import (
     NodeInfo,
     QuarantineInfo,
@@ -47,7 +47,7 @@ from unicache.ops import reset as resetting
 from unicache.ops.reset import QuarantineRecord
 from unicache.pools.allocator import SlotAllocator
 from unicache.pools.pools import PoolSet
-from unicache.sanity import SanityReport, sanity_check
+from unicache.sanity import SanityError, SanityReport, sanity_check
 from unicache.tickets import LoadBack, Ticket
 from unicache.transfer.base import Ack, TransferEngine
 from unicache.transfer.immediate import ImmediateEngine

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 from leases import ForeignLeaseError
-
-if TYPE_CHECKING:
-    from unicache.sanity import SanityReport
 
 
 def _ids(slots: Sequence[int], limit: int = 16) -> str:
@@ -95,11 +90,3 @@ class InvalidSlotError(CacheError, ValueError):
         super().__init__(f"pool {pool}: slots {_ids(slots)} {why}")
         self.pool = pool
         self.slots = tuple(slots)
-
-
-class SanityError(CacheError):
-    """`UniCache.check()` found violations; `report` lists each one."""
-
-    def __init__(self, report: SanityReport) -> None:
-        super().__init__(report.describe())
-        self.report = report

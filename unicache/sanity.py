@@ -11,6 +11,7 @@ from leases import PinSet
 
 from unicache.components.full import is_device_leaf
 from unicache.components.markers import FULL, MAMBA, SWA_IDX, SWA, Full, Mamba
+from unicache.errors import CacheError
 from unicache.owners import LeaseOwner
 from unicache.tickets import BackupTicket, LoadBack
 from unicache.transfer.base import Tier
@@ -49,6 +50,14 @@ class Violation:
             "lease": self.lease_id,
             "detail": self.detail,
         }
+
+
+class SanityError(CacheError):
+    """`UniCache.check()` found violations; `report` lists each one."""
+
+    def __init__(self, report: SanityReport) -> None:
+        super().__init__(report.describe())
+        self.report = report
 
 
 @dataclass(slots=True)
