@@ -44,11 +44,11 @@ from unicache.ops import insert as inserting
 from unicache.ops import load_back as loading
 from unicache.ops import match as matching
 from unicache.ops import reset as resetting
-from unicache.ops.reset import QuarantineRecord
 from unicache.pools.allocator import SlotAllocator
 from unicache.pools.pools import PoolSet
 from unicache.sanity import SanityError, SanityReport, sanity_check
-from unicache.tickets import LoadBack, Ticket
+from unicache.ticket_table import QuarantineRecord, TicketTable
+from unicache.tickets import Ticket
 from unicache.transfer.base import Ack, TransferEngine
 from unicache.transfer.immediate import ImmediateEngine
 from unicache.tree.node import Node
@@ -112,12 +112,9 @@ class UniCache:
         self._fd: SlotAllocator = full.device
         self._fh: SlotAllocator = full.host
         self._node_ids = count(1)
-        self._ticket_ids = count(1)
         self._receipt_ids = count(1)
-        self._last_ticket = 0
         self._clock = 0
-        self._tickets: dict[int, Ticket] = {}
-        self._quarantine: dict[int, QuarantineRecord] = {}
+        self.ticket_table = TicketTable()
         self._new_tree()
 
     def _new_tree(self) -> None:
@@ -131,7 +128,7 @@ class UniCache:
         comps = "+".join(c.__name__ for c in self.config.components)
         return (
             f"<UniCache {self.config.ledger_name!r} {comps} ps={self._ps} epoch={self.epoch} "
-            f"nodes={self._tree.size} in_flight={len(self._tickets)}>"
+            f"nodes={self._tree.size} in_flight={len(self.ticket_table)}>"
         )
 
     @property
@@ -248,15 +245,10 @@ class UniCache:
 
         A load-back that joined another's copy follows the one it joined.
         """
-        out: list[Ticket] = []
-        for t in self._tickets.values():
-            out.append(t)
-            if type(t) is LoadBack and t.joiners:
-                out.extend(t.joiners)
-        return out
+        return self.ticket_table.live()
 
     def quarantine_records(self) -> list[QuarantineRecord]:
-        return list(self._quarantine.values())
+        return self.ticket_table.quarantined()
 
     def lease_scope(self, lease_id: int) -> list[Node] | None:
         """The nodes a live lease of this cache pins (the holders of its pin sets); None if not live."""
@@ -273,7 +265,7 @@ class UniCache:
 
     def quarantine(self) -> list[QuarantineInfo]:
         """Snapshots of the tickets whose slots wait for a stale ack."""
-        return [quarantine_info(q) for q in self._quarantine.values()]
+        return [quarantine_info(q) for q in self.ticket_table.quarantined()]
 
     def lease_coverage(self) -> dict[int, tuple[str, str, list[int]]]:
         """Live lease id -> (component, owner, ids of the nodes it pins)."""

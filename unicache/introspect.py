@@ -11,7 +11,8 @@ from unicache.tickets import BackupTicket, LoadBack, Ticket
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:
-    from unicache.cache import QuarantineRecord, UniCache
+    from unicache.cache import UniCache
+    from unicache.ticket_table import QuarantineRecord
 
 
 C = TypeVar("C")

@@ -40,7 +40,7 @@ def deliver(cache: UniCache, ack: Ack) -> Completion | None:
 
 def in_flight(cache: UniCache) -> int:
     """Tickets of the current epoch waiting for their ack."""
-    return len(cache._tickets)
+    return len(cache.ticket_table)
 
 
 def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
@@ -48,9 +48,9 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
     c = cache.counters
     tid = ack.ticket
     gen = ack.generation
-    t = cache._tickets.get(tid)
-    if t is not None and t.generation == gen:
-        del cache._tickets[tid]
+    table = cache.ticket_table
+    t = table.take(tid, gen)
+    if t is not None:
         c.acks += 1
         if not ack.ok:
             c.failed_acks += 1
@@ -68,9 +68,8 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
         cache._settle_backup(t, ack.ok)
         out.append(Completion(tid, gen, JobKind.BACKUP, t.status, t.node.id))
         return
-    q = cache._quarantine.get(tid)
-    if q is not None and q.generation == gen:
-        del cache._quarantine[tid]
+    q = table.take_quarantined(tid, gen)
+    if q is not None:
         for op in q.copies:
             cache.pools.pool(op.component, op.src_tier).alloc.release_quarantine(op.src)
             cache.pools.pool(op.component, op.dst_tier).alloc.release_quarantine(op.dst)
@@ -95,11 +94,11 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
                 j.release_leases()
                 out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, TicketStatus.STALE, None))
         return
-    if tid < 1 or tid > cache._last_ticket or gen < 0 or gen > cache.ledger.epoch:
+    if not table.was_issued(tid) or gen < 0 or gen > cache.ledger.epoch:
         raise UnknownTicketError(
             tid, gen,
             f"was never issued by cache {cache.config.ledger_name!r} "
-            f"(last ticket {cache._last_ticket}, epoch {cache.ledger.epoch})",
+            f"(last ticket {table.last_issued}, epoch {cache.ledger.epoch})",
         )
     if gen < cache.ledger.epoch:
         c.stale_acks += 1

@@ -95,8 +95,7 @@ def backup_nodes(cache: UniCache, chain: list[Node]) -> int | None:
                     msrc.append(dm)
                     mamba_nodes.append((x, slot))
                 copies.append(CopyOp(Mamba, Tier.DEVICE, Tier.HOST, msrc, mdst))
-    tid = next(cache._ticket_ids)
-    cache._last_ticket = tid
+    tid = cache.ticket_table.issue()
     owner = LeaseOwner(OwnerKind.BACKUP, tid, chain[-1].id)
     t = BackupTicket(tid, cache.ledger.epoch, chain[-1], owner)
     ledger = cache.ledger
@@ -113,7 +112,7 @@ def backup_nodes(cache: UniCache, chain: list[Node]) -> int | None:
     t.mamba_slots = mamba_nodes
     job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))
     t.job = job
-    cache._tickets[tid] = t
+    cache.ticket_table.add(t)
     c.backups += 1
     c.backup_pages += len(src)
     cache.engine.submit(job)
@@ -143,8 +142,7 @@ def backup_aux(cache: UniCache, node: Node, swa: bool, mamba: bool) -> int | Non
     if not copies:
         c.backups_refused += 1
         return None
-    tid = next(cache._ticket_ids)
-    cache._last_ticket = tid
+    tid = cache.ticket_table.issue()
     owner = LeaseOwner(OwnerKind.BACKUP, tid, node.id)
     t = BackupTicket(tid, cache.ledger.epoch, node, owner)
     ledger = cache.ledger
@@ -156,7 +154,7 @@ def backup_aux(cache: UniCache, node: Node, swa: bool, mamba: bool) -> int | Non
     t.mamba_slots = mamba_slots
     job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))
     t.job = job
-    cache._tickets[tid] = t
+    cache.ticket_table.add(t)
     c.backups += 1
     c.aux_backups += 1
     cache.engine.submit(job)

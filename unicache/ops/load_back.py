@@ -52,8 +52,7 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
     if not chain and not swa_move and not mamba_move:
         c.load_backs_noop += 1
         return None
-    tid = next(cache._ticket_ids)
-    cache._last_ticket = tid
+    tid = cache.ticket_table.issue()
     owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
     ticket = LoadBack(tid, cache.ledger.epoch, anchor, owner)
     ledger = cache.ledger
@@ -120,7 +119,7 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
         return None
     job = TransferJob(tid, ticket.generation, JobKind.LOAD_BACK, tuple(copies))
     ticket.job = job
-    cache._tickets[tid] = ticket
+    cache.ticket_table.add(ticket)
     c.load_backs += 1
     c.load_back_full_tokens += ticket.full_tokens
     c.load_back_swa_tokens += ticket.swa_tokens
@@ -202,7 +201,7 @@ def _copy_in_flight(
     Found through `anchor`'s own pin sets: every load-back pins its anchor
     with each lease it takes, and its lease owner names its ticket.
     """
-    tickets = cache._tickets
+    tickets = cache.ticket_table
     kind = OwnerKind.LOAD_BACK
     owners = owned_by(anchor.pins_full, kind) + owned_by(anchor.pins_swa, kind)
     owners += owned_by(anchor.pins_mamba, kind)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from unicache.results import TicketStatus
@@ -10,17 +9,6 @@ from unicache.tickets import LoadBack
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
-    from unicache.tickets import Ticket
-    from unicache.transfer.base import CopyOp
-
-
-@dataclass(slots=True)
-class QuarantineRecord:
-    """A ticket whose copy was still in flight at a reset; its slots wait for its stale ack."""
-
-    ticket: Ticket
-    generation: int
-    copies: tuple[CopyOp, ...]
 
 
 def reset(cache: UniCache) -> int:
@@ -33,7 +21,7 @@ def reset(cache: UniCache) -> int:
     """
     epoch = cache.ledger.advance_epoch()
     quarantined = 0
-    for tid, t in cache._tickets.items():
+    for t in cache.ticket_table.quarantine_all():
         job = t.job
         assert job is not None
         for op in job.copies:
@@ -45,8 +33,6 @@ def reset(cache: UniCache) -> int:
         if type(t) is LoadBack and t.joiners is not None:
             for j in t.joiners:
                 j.status = TicketStatus.STALE
-        cache._quarantine[tid] = QuarantineRecord(t, t.generation, job.copies)
-    cache._tickets.clear()
     old = cache._tree
     for node in old:
         if node.parent is not None:

@@ -1,0 +1,97 @@
+"""`TicketTable`: the in-flight tickets of one cache, the quarantine of reset-stale ones, ticket ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import count
+
+from unicache.tickets import LoadBack, Ticket
+from unicache.transfer.base import CopyOp
+
+
+@dataclass(slots=True)
+class QuarantineRecord:
+    """A ticket whose copy was still in flight at a reset; its slots wait for its stale ack."""
+
+    ticket: Ticket
+    generation: int
+    copies: tuple[CopyOp, ...]
+
+
+class TicketTable:
+    """Issues ticket ids (never reused) and owns every ticket from submit to its ack.
+
+    A live ticket is one of the current epoch waiting for its ack; `reset`
+    moves every live ticket into quarantine, where it waits for its stale ack.
+    Load-backs that joined another's copy are not entries of their own: they
+    ride on the ticket they joined (`LoadBack.joiners`).
+    """
+
+    __slots__ = ("_ids", "_last", "_live", "_quarantine")
+
+    def __init__(self) -> None:
+        self._ids = count(1)
+        self._last = 0
+        self._live: dict[int, Ticket] = {}
+        self._quarantine: dict[int, QuarantineRecord] = {}
+
+    def issue(self) -> int:
+        """A fresh ticket id."""
+        tid = self._last = next(self._ids)
+        return tid
+
+    @property
+    def last_issued(self) -> int:
+        return self._last
+
+    def was_issued(self, ticket: int) -> bool:
+        return 1 <= ticket <= self._last
+
+    def add(self, ticket: Ticket) -> None:
+        """Track a submitted ticket until its ack."""
+        self._live[ticket.id] = ticket
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def get(self, ticket: int) -> Ticket | None:
+        """The live ticket with this id (any generation), or None."""
+        return self._live.get(ticket)
+
+    def take(self, ticket: int, generation: int) -> Ticket | None:
+        """Remove and return the live ticket an ack names (id and generation), or None."""
+        t = self._live.get(ticket)
+        if t is None or t.generation != generation:
+            return None
+        del self._live[ticket]
+        return t
+
+    def live(self) -> list[Ticket]:
+        """Live tickets, oldest first; a load-back that joined another follows the one it joined."""
+        out: list[Ticket] = []
+        for t in self._live.values():
+            out.append(t)
+            if type(t) is LoadBack and t.joiners:
+                out.extend(t.joiners)
+        return out
+
+    def quarantine_all(self) -> list[Ticket]:
+        """Move every live ticket (each with a job) into quarantine; returns them."""
+        moved = list(self._live.values())
+        for t in moved:
+            job = t.job
+            assert job is not None, t.id
+            self._quarantine[t.id] = QuarantineRecord(t, t.generation, job.copies)
+        self._live.clear()
+        return moved
+
+    def take_quarantined(self, ticket: int, generation: int) -> QuarantineRecord | None:
+        """Remove and return the quarantine record a stale ack names, or None."""
+        q = self._quarantine.get(ticket)
+        if q is None or q.generation != generation:
+            return None
+        del self._quarantine[ticket]
+        return q
+
+    def quarantined(self) -> list[QuarantineRecord]:
+        return list(self._quarantine.values())
