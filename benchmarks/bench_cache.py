@@ -73,6 +73,11 @@ def _bare(depth: int) -> tuple[RadixTree, SlotAllocator, list[int]]:
     return tree, alloc, toks
 
 
+def _pin_counts(tree: RadixTree) -> list[int]:
+    """Integer pin counts by node id, as the baseline's engines keep them (one int per node)."""
+    return [0] * (max(x.id for x in tree) + 1)
+
+
 def _time(fn: Callable[[int], None], iters: int, repeats: int) -> float:
     """Median over `repeats` of the mean ns per call of fn(i) for i in range(iters)."""
     means = []
@@ -132,6 +137,7 @@ def bench_lock(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     cache = _cache(depth, 0)
     node = cache.match_prefix(_tokens(depth)).device_node
     tree, _, toks = _bare(depth)
+    pins = _pin_counts(tree)  # the baseline's integer pin per node
     leaf = tree.walk(encode_tokens(toks), len(toks))[0]
 
     def ours(_: int) -> None:
@@ -141,12 +147,12 @@ def bench_lock(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         x: Node | None = leaf
         locked = []
         while x is not None and x.parent is not None:
-            x.backing += 1
+            pins[x.id] += 1
             locked.append(x)
             x = x.parent
         for y in locked:
-            assert y.backing > 0
-            y.backing -= 1
+            assert pins[y.id] > 0
+            pins[y.id] -= 1
 
     return _time(ours, iters, repeats), _time(base, iters, repeats)
 
@@ -197,6 +203,7 @@ def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         leaf.last_access = i
         heap.append((i, leaf.id, leaf))
     heapq.heapify(heap)
+    pins = _pin_counts(tree)  # the baseline's integer pin per node
 
     def ours(_: int) -> None:
         cache.evict_device(Full, EDGE)
@@ -204,7 +211,7 @@ def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     def base(_: int) -> None:
         while heap:
             x = heapq.heappop(heap)[2]
-            if x.backing or x.dev_full is None or x.host_pages is None:
+            if pins[x.id] or x.dev_full is None or x.host_pages is None:
                 continue
             alloc.free(x.dev_full)
             x.dev_full = None
@@ -220,6 +227,7 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
     cache.backup(leaf)
     cache.poll()
     tree, alloc, btoks = _bare(depth)
+    pins = _pin_counts(tree)  # the baseline's integer pin per node
     bleaf = tree.walk(encode_tokens(btoks), len(btoks))[0]
     bleaf.host_pages = array("i", range(EDGE))
 
@@ -246,14 +254,14 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
             x = x.parent
         src: list[int] = []
         for y in chain:
-            y.backing += 1
+            pins[y.id] += 1
             assert y.host_pages is not None
             src += y.host_pages
         dst = alloc.alloc(len(src))
         assert dst is not None
         for y in chain:
             y.dev_full = dst
-            y.backing -= 1
+            pins[y.id] -= 1
 
     return (
         _time_split(evict, ours, iters, repeats),

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import count
-from typing import TYPE_CHECKING
 
 from leases import LeaseLedger, Mailbox
 
 from unicache.components.full import FullStore
-from unicache.components.markers import FULL, MAMBA, SWA_IDX, SWA, Full, Mamba, component_name
+from unicache.components.markers import (
+    FULL,
+    MAMBA,
+    SWA,
+    SWA_IDX,
+    Full,
+    Mamba,
+    component_name,
+)
 from unicache.components.registry import STORES
 from unicache.components.store import ComponentStore
 from unicache.config import CacheConfig

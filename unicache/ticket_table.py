@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import count
 
-from unicache.tickets import LoadBack, Ticket
+from leases import Borrowed
+
+from unicache.tickets import BackupTicket, LoadBack, Ticket
 from unicache.transfer.base import CopyOp
 
 
@@ -54,14 +56,27 @@ class TicketTable:
     def __len__(self) -> int:
         return len(self._live)
 
-    def get(self, ticket: int) -> Ticket | None:
-        """The live ticket with this id (any generation), or None."""
+    def get(self, ticket: int) -> Borrowed[Ticket] | None:
+        """The live ticket with this id (any generation), or None; the table keeps owning it."""
         return self._live.get(ticket)
 
-    def take(self, ticket: int, generation: int) -> Ticket | None:
-        """Remove and return the live ticket an ack names (id and generation), or None."""
+    def load_back(self, ticket: int) -> LoadBack | None:
+        """The live load-back with this id, or None (the table keeps it)."""
         t = self._live.get(ticket)
-        if t is None or t.generation != generation:
+        return t if type(t) is LoadBack else None
+
+    def acked_load_back(self, ticket: int, generation: int) -> LoadBack | None:
+        """The live load-back an ack names (id and generation), moved out of the table; or None."""
+        t = self._live.get(ticket)
+        if type(t) is not LoadBack or t.generation != generation:
+            return None
+        del self._live[ticket]
+        return t
+
+    def acked_backup(self, ticket: int, generation: int) -> BackupTicket | None:
+        """The live backup an ack names, moved out of the table (the caller settles it); or None."""
+        t = self._live.get(ticket)
+        if type(t) is not BackupTicket or t.generation != generation:
             return None
         del self._live[ticket]
         return t

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain
+from tests.unicache.support import SEQ, chain, dev_full_of
 from unicache import SWA, Full, Mamba, TicketStatus, UniCache
 from unicache.transfer.base import Ack, CopyOp, Tier
 
@@ -62,16 +62,16 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
     pages = len(a.host_full)
     used = {k: s.used for k, s in cache.pools.stats().items()}
     moved = _counting_copies(cache)
-    tickets = [cache.load_back(a) for _ in range(3)]
-    first, second, third = tickets
+    first, second, third = (cache.load_back(a) for _ in range(3))
     assert first is not None and second is not None and third is not None
+    tickets = [first, second, third]
     assert d.engine.held() == [first.id]  # one job; the others joined it
     assert cache.counters.load_back_joins == 2 and cache.counters.load_backs == 3
     grown = {k: s.used - used[k] for k, s in cache.pools.stats().items()}
     assert grown["full.device"] == pages and grown["swa.device"] == pages
     assert grown["mamba.device"] == 1
     for t in tickets:  # each holds its own leases over the node it reads
-        assert t is not None and t.full is not None and t.mamba is not None
+        assert t.full is not None and t.mamba is not None
         assert a.pins_full is not None and t.full in a.pins_full
     assert cache.sanity_check().ok, cache.sanity_check().describe()
     d.engine.complete(first.id, ok)
@@ -87,10 +87,10 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
             for c, n in ((Full, pages), (SWA, pages), (Mamba, 1))
         )
         assert moved["bytes"] == row_bytes
-        assert a.dev_full is not None
+        assert dev_full_of(a) is not None
         assert cache.counters.load_back_duplicate_pages == 0
     else:
-        assert moved["copies"] == 0 and a.dev_full is None
+        assert moved["copies"] == 0 and dev_full_of(a) is None
         assert cache.counters.load_backs_failed == 3
     assert {k: s.used for k, s in cache.pools.stats().items()} == {
         k: used[k] + (grown[k] if ok else 0) for k in used

@@ -49,24 +49,20 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
     tid = ack.ticket
     gen = ack.generation
     table = cache.ticket_table
-    t = table.take(tid, gen)
-    if t is not None:
-        c.acks += 1
-        if not ack.ok:
-            c.failed_acks += 1
-            cache.ledger.record(
-                EventKind.FAILED_TRANSFER, ticket=tid, nodes=(t.node.id,),
-                detail=ack.detail or "copy failed",
-            )
-        if type(t) is LoadBack:
-            joiners = cache._settle_load_back(t, ack.ok)
-            out.append(Completion(tid, gen, JobKind.LOAD_BACK, t.status, t.node.id))
-            for j in joiners:
-                out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, j.status, j.node.id))
-            return
-        assert isinstance(t, BackupTicket)
-        cache._settle_backup(t, ack.ok)
-        out.append(Completion(tid, gen, JobKind.BACKUP, t.status, t.node.id))
+    lb = table.acked_load_back(tid, gen)
+    if lb is not None:
+        _count(cache, ack, lb.node.id)
+        joiners = cache._settle_load_back(lb, ack.ok)
+        out.append(Completion(tid, gen, JobKind.LOAD_BACK, lb.status, lb.node.id))
+        for j in joiners:
+            out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, j.status, j.node.id))
+        return
+    bt = table.acked_backup(tid, gen)
+    if bt is not None:
+        node_id = bt.node.id
+        _count(cache, ack, node_id)
+        status = cache._settle_backup(bt, ack.ok)
+        out.append(Completion(tid, gen, JobKind.BACKUP, status, node_id))
         return
     q = table.take_quarantined(tid, gen)
     if q is not None:
@@ -107,6 +103,18 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
         c.duplicate_acks += 1
         detail = "duplicate: ticket already settled"
     cache.ledger.record(EventKind.STALE_ACK, ticket=tid, detail=detail)
+
+
+def _count(cache: UniCache, ack: Ack, node_id: int) -> None:
+    """Count an ack that settles a live ticket; record a failed copy."""
+    c = cache.counters
+    c.acks += 1
+    if not ack.ok:
+        c.failed_acks += 1
+        cache.ledger.record(
+            EventKind.FAILED_TRANSFER, ticket=ack.ticket, nodes=(node_id,),
+            detail=ack.detail or "copy failed",
+        )
 
 
 def sync_backups(cache: UniCache, tickets: Collection[int]) -> None:

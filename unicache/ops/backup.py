@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
-from unicache.tree.pins import backup_in_flight, pins_full, pins_mamba, pins_swa
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, HostSegment, segment_parts
 from unicache.transfer.base import CopyOp, JobKind, Tier, TransferJob
 from unicache.tree.node import Node
+from unicache.tree.pins import backup_in_flight, pins_full, pins_mamba, pins_swa
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
@@ -161,7 +161,8 @@ def backup_aux(cache: UniCache, node: Node, swa: bool, mamba: bool) -> int | Non
     return tid
 
 
-def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
+def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> TicketStatus:
+    """Publish (or, failed, free) what the backup copied; release its leases; its final status."""
     ps = cache._ps
     fh = cache._fh
     fs = t.full_start
@@ -192,7 +193,7 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
                     lru.push(node)
                 else:
                     mh.free([slot])
-        t.status = TicketStatus.DONE
+        t.status = status = TicketStatus.DONE
     else:
         fh.free(dst)
         if t.swa_segments:
@@ -202,9 +203,10 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> None:
         if t.mamba_slots:
             mh = cache._stores[MAMBA].host
             mh.free([s for _, s in t.mamba_slots])
-        t.status = TicketStatus.FAILED
+        t.status = status = TicketStatus.FAILED
         cache.counters.backups_failed += 1
     t.close()
+    return status
 
 
 def publish_swa_host(cache: UniCache, bottom: Node, segments: list[HostSegment]) -> None:

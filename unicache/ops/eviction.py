@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.components.full import is_device_leaf
-from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
-from unicache.tree.pins import has_pins, pins_full, pins_mamba, pins_swa
+from unicache.components.markers import FULL, MAMBA, SWA_IDX
 from unicache.tree.node import Node
+from unicache.tree.pins import has_pins
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from unicache.components.markers import FULL, SWA, SWA_IDX, Full, Mamba
-from unicache.tree.pins import has_pins, pins_mamba, pins_swa
+from unicache.components.markers import FULL
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:

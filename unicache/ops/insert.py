@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.components.markers import FULL, MAMBA, SWA_IDX, Mamba
 from unicache.errors import InvalidArgumentError, InvalidSlotError
 from unicache.results import InsertResult, MambaOutcome
 from unicache.transfer.base import CopyOp, Tier

@@ -52,6 +52,9 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
     if not chain and not swa_move and not mamba_move:
         c.load_backs_noop += 1
         return None
+    copy = None
+    if anchor.pins_full is not None or anchor.pins_swa is not None or anchor.pins_mamba is not None:
+        copy = _copy_in_flight(cache, anchor, chain, swa_move, mamba_move)
     tid = cache.ticket_table.issue()
     owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
     ticket = LoadBack(tid, cache.ledger.epoch, anchor, owner)
@@ -63,7 +66,6 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
         ticket.swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in win))
     if mamba_move:
         ticket.mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(anchor),))
-    copy = _copy_in_flight(cache, anchor, chain, swa_move, mamba_move)
     if copy is not None:
         return _join(cache, ticket, copy)
     copies: list[CopyOp] = []
@@ -208,8 +210,8 @@ def _copy_in_flight(
     for owner in owners:
         if owner.node != anchor.id:
             continue
-        t = tickets.get(owner.id)
-        if type(t) is not LoadBack or t.node is not anchor:
+        t = tickets.load_back(owner.id)
+        if t is None or t.node is not anchor:
             continue
         if chain and (not t.full_dst or t.full_start > chain[0].start):
             continue

@@ -9,10 +9,10 @@ from leases import Held, Lease
 from unicache.components.full import deepest_device
 from unicache.components.markers import SWA, Full, Mamba
 from unicache.components.swa import window_nodes
-from unicache.tree.pins import pins_full, pins_mamba, pins_swa
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.tickets import LockReceipt
 from unicache.tree.node import Node
+from unicache.tree.pins import pins_full, pins_mamba, pins_swa
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache

@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.components.full import is_device_leaf
-from unicache.components.markers import SWA, Full, Mamba
-from unicache.tree.pins import pins_full
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, TypeVar
 from leases import PinSet
 
 from unicache.components.markers import FULL, SWA_IDX
-from unicache.tree.pins import pins_full, pins_mamba, pins_swa
 from unicache.tree.node import Node
+from unicache.tree.pins import pins_full, pins_mamba, pins_swa
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
