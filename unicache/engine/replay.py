@@ -287,6 +287,7 @@ def build_report(opts: ReplayOptions, trace: Trace, sched: Scheduler, wall: floa
         "load_backs": c.load_backs,
         "load_backs_failed": c.load_backs_failed,
         "load_backs_refused": c.load_backs_refused,
+        "load_back_joins": c.load_back_joins,
         "evictions": c.device_evictions,
         "host_evictions": c.host_evictions,
         "reclaims": c.reclaimed_pages,

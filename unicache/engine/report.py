@@ -65,6 +65,7 @@ def render_report(report: Report, console: Console) -> None:
         ("device-hit tokens", report.get("device_hit_tokens"), _pct(report.get("device_hit_tokens"), inp)),
         ("host-hit tokens (loaded back)", report.get("host_hit_tokens"), _pct(report.get("host_hit_tokens"), inp)),
         ("load-backs", report.get("load_backs"), ""),
+        ("  ... that joined a copy in flight", report.get("load_back_joins"), ""),
         ("device evictions", report.get("evictions"), ""),
         ("host evictions", report.get("host_evictions"), ""),
         ("reclaimed host pages", report.get("reclaims"), ""),
