@@ -31,12 +31,13 @@ def test_write_through_backs_up_a_mamba_state_added_to_a_backed_node(
     assert res is not None and cache.in_flight() == 1
     d.settle()
     a = res.node
-    assert host_full_of(a) is not None and a.dev_mamba is None and a.host_mamba is None
+    assert host_full_of(a) is not None and (a.dev_mamba, a.host_mamba) == (None, None)
     res2 = d.compute(SEQ[:4], 4)  # the same prefix again, now with its Mamba state
     assert res2 is not None and res2.node is a and a.dev_mamba is not None
     assert cache.in_flight() == 1 and cache.counters.aux_backups == 1
     assert a.pins_mamba is not None and backup_in_flight(a, a.pins_mamba)
     assert not backup_in_flight(a)  # Full is on host already: only the state moves
     d.settle()
-    assert a.host_mamba is not None and cache.counters.backups == 2
+    assert cache.node_info(a).components["Mamba"].host is not None
+    assert cache.counters.backups == 2
     d.assert_ok()
