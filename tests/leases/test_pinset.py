@@ -63,3 +63,26 @@ def test_pin_and_unpin_after_acquire(ledger: LeaseLedger) -> None:
 
 def test_unpinned_pin_set_is_small() -> None:
     assert sys.getsizeof(PinSet(Full)) <= 64
+
+
+class _Holder:
+    """A typed holder, as an engine's tree node is."""
+
+    def __init__(self, ident: int) -> None:
+        self.id = ident
+
+
+def test_a_lease_names_its_pin_sets_and_their_typed_holders(ledger: LeaseLedger) -> None:
+    a, b = _Holder(7), _Holder(9)
+    pa: PinSet[Full, _Holder] = PinSet(Full, a)
+    pb: PinSet[Full, _Holder] = PinSet(Full, b)
+    lease = ledger.acquire(Full, owner="load-back #1", pins=(pa,))
+    ledger.pin(lease, pb)
+    assert lease.pin_sets() == (pa, pb)
+    assert [p.holder for p in lease.pin_sets()] == [a, b]
+    ledger.unpin(lease, pa)
+    assert lease.pin_sets() == (pb,)
+    last = ledger.events()[-1]
+    assert last.nodes == (7,)  # a holder with an integer id is recorded by its id
+    done = lease.release()
+    assert done.pin_sets() == () and not pb
