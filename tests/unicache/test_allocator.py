@@ -98,3 +98,21 @@ def test_compact_allocator_hands_out_arrays() -> None:
     a.free(x)
     a.free([3])
     assert a.free_count == 7 and sorted(a.alloc(7) or []) == [0, 1, 2, 3, 5, 6, 7]
+
+
+def test_lent_slots_are_marked_in_place_adopted_or_freed_all_or_nothing() -> None:
+    a = SlotAllocator("t", 8)
+    lent = a.alloc_lent(3)
+    plain = a.alloc(1)
+    assert lent == [0, 1, 2] and plain == [3]
+    assert a.lent() == [0, 1, 2] and a.is_lent(1) and not a.is_lent(3) and not a.is_lent(-1)
+    assert not a.adopt([0, 0]) and a.lent() == [0, 1, 2]  # listed twice: nothing changes
+    assert not a.adopt([1, 3]) and a.lent() == [0, 1, 2]  # 3 is not lent
+    assert not a.adopt([2, 99]) and a.lent() == [0, 1, 2]  # out of range
+    assert a.adopt([0]) and a.lent() == [1, 2] and a.used_count == 4
+    a.relend([0])
+    assert a.lent() == [0, 1, 2]
+    assert not a.free_lent([1, 3]) and a.used_count == 4 and a.lent() == [0, 1, 2]
+    assert a.free_lent([1, 2]) and a.lent() == [0] and a.free_count == 6
+    a.free([0, 3])
+    assert a.free_count == 8 and a.lent() == []

@@ -30,7 +30,7 @@ from unicache.tree.node import Node
 class ComponentStore(abc.ABC):
     """One component of one cache: allocators, eviction heaps, lent slots, node residency."""
 
-    __slots__ = ("device", "host", "lru_device", "lru_host", "lent")
+    __slots__ = ("device", "host", "lru_device", "lru_host")
 
     marker: type
     """The component marker class (`Full`, `SWA`, `Mamba`) typing its leases and pin sets."""
@@ -43,12 +43,10 @@ class ComponentStore(abc.ABC):
     host: SlotAllocator
     lru_device: LazyLRU
     lru_host: LazyLRU
-    lent: set[int]
 
     def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
         self.device = device
         self.host = host
-        self.lent = set()
         self.new_tree()
 
     @property

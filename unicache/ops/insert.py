@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from unicache.components.markers import FULL, MAMBA, SWA_IDX, Mamba
 from unicache.errors import InvalidArgumentError, InvalidSlotError
+from unicache.pools.allocator import SlotAllocator
 from unicache.results import InsertResult, MambaOutcome
 from unicache.transfer.base import CopyOp, Tier
 from unicache.tree.node import TOKEN_BYTES, Node, encode_tokens
@@ -38,11 +39,8 @@ def insert(cache: UniCache,
     fs = list(full_slots)
     ss = list(swa_slots) if swa_slots is not None else None
     cache._check_insert_args(n, start, fs, ss, mamba_slot)
-    cache._full.lent.difference_update(fs)
-    if ss is not None:
-        cache._stores[SWA_IDX].lent.difference_update(ss)
     if mamba_slot is not None and mamba_donate:
-        cache._stores[MAMBA].lent.discard(mamba_slot)
+        cache._stores[MAMBA].device.adopt((mamba_slot,))
     tree = cache._tree
     fd = cache._fd
     clk = cache._tick()
@@ -167,6 +165,11 @@ def check_insert_args(
     ss: list[int] | None,
     mamba_slot: int | None,
 ) -> None:
+    """Validate an insert's arguments, then take the request's Full and SWA pages over.
+
+    Raises (changing nothing) on a bad argument, or on pages the request
+    does not own or lists twice.
+    """
     ps = cache._ps
     if n % ps:
         raise InvalidArgumentError(
@@ -181,34 +184,38 @@ def check_insert_args(
         raise InvalidArgumentError(
             f"insert: {len(fs)} Full pages given for {n - start} tokens ({pages} pages)"
         )
-    lent = [st.lent for st in cache._stores]  # by component index
-    if not lent[FULL].issuperset(fs) or len(set(fs)) != len(fs):
-        raise InvalidSlotError(
-            cache._fd.name, sorted(set(fs) - lent[FULL]) or fs,
-            "are not request-owned device pages (alloc_device) or are listed twice",
-        )
     if cache._swa:
         if ss is None or len(ss) != pages:
             raise InvalidArgumentError(
                 f"insert: SWA is enabled; swa_slots must give {pages} pages, got "
                 f"{None if ss is None else len(ss)}"
             )
-        sd = cache._stores[SWA_IDX].device
-        if not lent[SWA_IDX].issuperset(ss) or len(set(ss)) != len(ss):
-            raise InvalidSlotError(
-                sd.name, sorted(set(ss) - lent[SWA_IDX]) or ss,
-                "are not request-owned device pages (alloc_device) or are listed twice",
-            )
     elif ss is not None:
         raise InvalidArgumentError("insert: swa_slots given but SWA is not enabled")
     if mamba_slot is not None:
         if not cache._mamba:
             raise InvalidArgumentError("insert: mamba_slot given but Mamba is not enabled")
-        if mamba_slot not in lent[MAMBA]:
-            md = cache._stores[MAMBA].device
+        md = cache._stores[MAMBA].device
+        if not md.is_lent(mamba_slot):
             raise InvalidSlotError(
                 md.name, [mamba_slot], "is not a request-owned Mamba slot (alloc_device)"
             )
+    fd = cache._fd
+    if not fd.adopt(fs):
+        _not_lent(fd, fs)
+    if ss is not None:
+        sd = cache._stores[SWA_IDX].device
+        if not sd.adopt(ss):
+            fd.relend(fs)
+            _not_lent(sd, ss)
+
+
+def _not_lent(alloc: SlotAllocator, slots: list[int]) -> NoReturn:
+    bad = sorted({x for x in slots if not alloc.is_lent(x)})
+    raise InvalidSlotError(
+        alloc.name, bad or slots,
+        "are not request-owned device pages (alloc_device) or are listed twice",
+    )
 
 
 def insert_mamba(cache: UniCache, node: Node, slot: int, donate: bool) -> MambaOutcome:

@@ -27,9 +27,11 @@ def alloc_device(cache: UniCache, component: type, n: int) -> list[int] | None:
     i = cache._cidx(component)
     if n < 0:
         raise InvalidArgumentError(f"alloc_device({component.__name__}, {n}): n must be >= 0")
-    got = cache._alloc_dev(i, n)
-    if got is not None:
-        cache._stores[i].lent.update(got)
+    alloc = cache._stores[i].device
+    got = alloc.alloc_lent(n)
+    if got is None:
+        cache._evict_dev(i, n - alloc.free_count)
+        got = alloc.alloc_lent(n)
     return got
 
 
@@ -37,16 +39,16 @@ def free_device(cache: UniCache, component: type, slots: Sequence[int]) -> None:
     """Hand request-owned device slots back (from `alloc_device`, not donated)."""
     i = cache._cidx(component)
     alloc = cache._stores[i].device
-    lent = cache._stores[i].lent
     s = list(slots)
-    bad = sorted(x for x in set(s) if x not in lent)
-    if bad:
-        already = [x for x in bad if 0 <= x < alloc.capacity and alloc.is_free(x)]
-        if already:
-            raise DoubleFreeError(alloc.name, already)
-        raise InvalidSlotError(alloc.name, bad, "are not owned by a request (alloc_device)")
-    alloc.free(s)
-    lent.difference_update(s)
+    if alloc.free_lent(s):
+        return
+    already = sorted({x for x in s if 0 <= x < alloc.capacity and alloc.is_free(x)})
+    if already:
+        raise DoubleFreeError(alloc.name, already)
+    bad = sorted({x for x in s if not alloc.is_lent(x)})
+    raise InvalidSlotError(
+        alloc.name, bad or s, "are not owned by a request (alloc_device) or are listed twice"
+    )
 
 
 def write_slots(
@@ -89,7 +91,7 @@ def alloc_host(cache: UniCache, i: int, n: int) -> array[int] | None:
 
 def lent_slots(cache: UniCache, component: Component) -> set[int]:
     """Device slots currently owned by requests (allocated, not yet donated or freed)."""
-    return set(cache._stores[cache._cidx(component)].lent)
+    return set(cache._stores[cache._cidx(component)].device.lent())
 
 
 def path_pages(

@@ -22,6 +22,11 @@ class SlotAllocator:
     allocated" at no extra cost. `free` checks every slot (in range,
     allocated, listed once); a bad call changes nothing.
 
+    Lent slots: `alloc_lent` marks the slots it hands out as lent to a request
+    (byte 2 instead of 1, in the same pass); `adopt` turns lent slots into
+    plain used ones (the request donated them) and `free_lent` returns them,
+    each checking every slot first, so request ownership costs no set.
+
     Quarantine: `quarantine(slots)` marks slots an unfinished copy may still
     touch (reference-counted, several copies may share a slot). Freeing a
     quarantined slot defers it until `release_quarantine` drops its count to
@@ -59,19 +64,72 @@ class SlotAllocator:
 
     def alloc(self, n: int) -> list[int] | None:
         """`n` slots, or None (nothing taken) when fewer are free."""
-        out = self._take(n)
+        out = self._take(n, 1)
         if out is None or isinstance(out, list):
             return out
         return out.tolist()
 
+    def alloc_lent(self, n: int) -> list[int] | None:
+        """Like `alloc`, the slots marked as lent to a request (`adopt`, `free_lent`)."""
+        out = self._take(n, 2)
+        if out is None or isinstance(out, list):
+            return out
+        return out.tolist()
+
+    def is_lent(self, slot: int) -> bool:
+        return 0 <= slot < self.capacity and self._used[slot] == 2
+
+    def lent(self) -> list[int]:
+        """Every slot lent to a request now, ascending (a scan: for checks and dumps)."""
+        used = self._used
+        out: list[int] = []
+        i = used.find(2, 0, self.capacity)
+        while i >= 0:
+            out.append(i)
+            i = used.find(2, i + 1, self.capacity)
+        return out
+
+    def adopt(self, slots: Sequence[int]) -> bool:
+        """Lent slots become plain used ones (donated to the cache); False, changing nothing, if
+        any slot is not lent or is listed twice."""
+        used = self._used
+        done = 0
+        try:
+            for x in slots:
+                if used[x] != 2 or x < 0:
+                    break
+                used[x] = 1
+                done += 1
+            else:
+                return True
+        except IndexError:
+            pass
+        for x in slots[:done]:
+            used[x] = 2
+        return False
+
+    def relend(self, slots: Sequence[int]) -> None:
+        """Undo an `adopt` (the insert that took these slots failed later)."""
+        used = self._used
+        for x in slots:
+            used[x] = 2
+
+    def free_lent(self, slots: Sequence[int]) -> bool:
+        """Return lent slots to the free list; False, changing nothing, if any slot is not lent
+        or is listed twice."""
+        if not self.adopt(slots):
+            return False
+        self.free(slots)
+        return True
+
     def alloc_compact(self, n: int) -> array[int] | None:
         """Like `alloc`, as an `array("i")` (a compact allocator's native form)."""
-        out = self._take(n)
+        out = self._take(n, 1)
         if out is None or isinstance(out, array):
             return out
         return array("i", out)
 
-    def _take(self, n: int) -> list[int] | array[int] | None:
+    def _take(self, n: int, mark: int) -> list[int] | array[int] | None:
         top = self._top
         if n > top:
             return None
@@ -85,7 +143,7 @@ class SlotAllocator:
         self._top = top
         used = self._used
         for x in out:
-            used[x] = 1
+            used[x] = mark
         return out
 
     def free(self, slots: Sequence[int]) -> None:
