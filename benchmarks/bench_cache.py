@@ -13,6 +13,9 @@ pin sets (the bookkeeping style of the peers), in the same process:
 - evict:       `evict_device` of one leaf     vs heap pop + demote with int pin checks
 - load-back+ack: `load_back` + `poll` + `result` of the evicted leaf (its demotion
                untimed) vs int-pinned chain walk, allocation, publish and unpin
+- alloc+free:  `alloc_device` + `free_device` of depth*16 request pages (ownership
+               marked in the allocator) vs allocator + a set of request-owned
+               slots (how the cache tracked them before)
 - bytes/node:  tracemalloc per node, cache tree vs a bare radix tree; and the
                extra bytes of a pinned node (a PinSet holding one lease)
 """
@@ -298,6 +301,29 @@ def bytes_per_node(nodes: int) -> dict[str, float]:
     return {"node": ours, "bare_node": bare, "lock_with_new_pinset": pinned}
 
 
+def bench_alloc(depth: int, iters: int, repeats: int) -> tuple[float, float]:
+    n = depth * EDGE
+    cache = _cache(depth, n // EDGE + 8)
+    alloc = SlotAllocator("bare", 4 * n)
+    lent: set[int] = set()
+
+    def ours(_: int) -> None:
+        pages = cache.alloc_device(Full, n)
+        assert pages is not None
+        cache.free_device(Full, pages)
+
+    def base(_: int) -> None:
+        pages = alloc.alloc(n)
+        assert pages is not None
+        lent.update(pages)
+        if not lent.issuperset(pages):
+            raise AssertionError("not request-owned")
+        lent.difference_update(pages)
+        alloc.free(pages)
+
+    return _time(ours, iters, repeats), _time(base, iters, repeats)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=2000)
@@ -310,6 +336,7 @@ def main() -> None:
         ("lock+unlock", bench_lock),
         ("evict", bench_evict),
         ("load-back+ack", bench_load_back),
+        ("alloc+free", bench_alloc),
     ]
     table = Table(title="unicache core: mean ns per op (median of repeats)")
     for col in ("op", "depth", "unicache ns", "baseline ns", "ratio"):

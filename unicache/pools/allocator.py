@@ -117,9 +117,35 @@ class SlotAllocator:
     def free_lent(self, slots: Sequence[int]) -> bool:
         """Return lent slots to the free list; False, changing nothing, if any slot is not lent
         or is listed twice."""
-        if not self.adopt(slots):
+        if not slots:
+            return True
+        used = self._used
+        done = 0
+        try:
+            for x in slots:
+                if used[x] != 2 or x < 0:
+                    break
+                used[x] = 0
+                done += 1
+        except IndexError:
+            pass
+        if done < len(slots):
+            for x in slots[:done]:
+                used[x] = 2
             return False
-        self.free(slots)
+        if self._quarantine and any(x in self._quarantine for x in slots):
+            for x in slots:
+                used[x] = 1
+            self.free(slots)
+            return True
+        top = self._top
+        n = len(slots)
+        stack = self._stack
+        if isinstance(stack, list):
+            stack[top : top + n] = slots
+        else:
+            stack[top : top + n] = slots if isinstance(slots, array) else array("i", slots)
+        self._top = top + n
         return True
 
     def alloc_compact(self, n: int) -> array[int] | None:
