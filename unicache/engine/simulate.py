@@ -36,7 +36,7 @@ from unicache.components.markers import SWA, Full, Mamba
 from unicache.config import CacheConfig, WritePolicy
 from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump
-from unicache.engine.oplog import OpLog
+from unicache.engine.oplog import OpLog, OpLogObserver
 from unicache.engine.replay import finish_checks, reference_for, shut_down
 from unicache.engine.scheduler import Scheduler
 from unicache.traces.request import Trace
@@ -284,7 +284,8 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
     cache = UniCache(world.config, engine)
     sched = Scheduler(cache, world.trace.requests, model=reference_for(world.config, sc.seed),
                       config=world.engine)
-    sched.oplog = log
+    if log is not None:
+        sched.observe(OpLogObserver(log))
     chaos_rng = random.Random(sc.seed * 31 + 17)
     planted = False
     error: BaseException | None = None
