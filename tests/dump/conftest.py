@@ -51,6 +51,6 @@ def busy() -> Iterator[Busy]:
     busy = Busy(cache, engine, receipt)
     yield busy
     cache.unlock(busy.receipt)
-    for job in engine.jobs():
-        cache.deliver(engine.complete(job.ticket))
+    for ticket in engine.held():
+        cache.deliver(engine.take(ticket))
     assert cache.ledger.live() == []
