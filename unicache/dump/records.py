@@ -107,10 +107,10 @@ class DumpLease(Record):
 
 @dataclass(frozen=True, slots=True)
 class DumpLeak(Record):
-    """A lease whose last reference died while held, with where it was acquired."""
+    """A lease whose last reference died while held, with where it was acquired (ledger spelling of `component`)."""
 
     id: int = field(metadata=ID)
-    component: str = field(metadata=COMPONENT)
+    component: str = field()
     owner: str = field()
     generation: int = field(metadata=ID)
     site: str | None = field()
