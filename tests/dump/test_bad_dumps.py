@@ -144,3 +144,14 @@ def test_check_revalidates_a_dump(doc: Doc, tmp_path: Path) -> None:
     assert isinstance(violations, list) and any(isinstance(v, dict) and v["kind"] == "shared-slot"
                                                 for v in violations)
     session.close()
+
+
+def test_the_repl_refuses_a_bad_dump_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from unicache.repl import main
+
+    zeros = tmp_path / "zeros"
+    zeros.write_bytes(b"\0" * 64)
+    assert main(["--dump", str(zeros)]) == 2
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).splitlines() if line.strip()]
+    assert len(lines) == 1 and "DumpReadError" in lines[0] and "Traceback" not in out.err
