@@ -10,7 +10,7 @@ from pathlib import Path
 from unicache.dump.errors import DumpError, DumpReadError
 from unicache.dump.schema import JSON, CrashDump
 
-MAX_BYTES = 256 << 20
+MAX_BYTES = 1 << 30
 """Largest dump read (bytes); the file is read in chunks and refused as soon as it grows past this."""
 _CHUNK = 1 << 20
 _WHITESPACE = b" \t\r\n"
