@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test run setup bench peer
+.PHONY: test lint run setup bench peer
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -15,9 +15,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest
 	$(VENV)/bin/leasecheck --strict leases unicache tests benchmarks
+
+# Fast checks first: the import contracts of pyproject.toml (layers, no cycles) and ruff.
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
 
 run: $(STAMP)
 	$(VENV)/bin/unicache replay

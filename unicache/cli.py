@@ -210,8 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return replay_command(args)
     from unicache.engine.commands import simulate_command
+    from unicache.repl.script_check import write_script
 
-    return simulate_command(args)
+    return simulate_command(args, scripter=write_script)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ a held lock, an in-flight backup, and the quarantine of a copy that was in fligh
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -35,8 +36,9 @@ def _insert(cache: UniCache, tokens: list[int]) -> None:
         cache.unlock(lock)
 
 
-@pytest.fixture
-def busy() -> Iterator[Busy]:
+@contextmanager
+def busy_cache() -> Iterator[Busy]:
+    """The busy cache; on exit the lock is released and every held copy acked, and no lease is left."""
     engine = ManualEngine()
     cache = UniCache(CacheConfig(device_tokens=32, swa_window=4, mamba=True, mamba_device_slots=8, kv_width=2,
                                  mamba_width=2, device="cpu", debug=True), engine)
@@ -51,6 +53,12 @@ def busy() -> Iterator[Busy]:
     busy = Busy(cache, engine, receipt)
     yield busy
     cache.unlock(busy.receipt)
-    for job in engine.jobs():
-        cache.deliver(engine.complete(job.ticket))
+    for ticket in engine.held():
+        cache.deliver(engine.take(ticket))
     assert cache.ledger.live() == []
+
+
+@pytest.fixture
+def busy() -> Iterator[Busy]:
+    with busy_cache() as b:
+        yield b

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unicache.engine.reference import ReferenceDtypeError, ReferenceModel, mix32, mix32_int
+from unicache.engine.reference import ReferenceDtypeError, ReferenceModel
+from unicache.traces.mix import mix32, mix32_int
 
 
 def toks(*values: int) -> torch.Tensor:

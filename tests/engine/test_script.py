@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from unicache.engine.script import _tokens, new_command, run_in_repl, translate
+from unicache.engine.script import new_command, tokens_text, translate
 from unicache.engine.simulate import SimulateOptions, run_scenario, scenario_for
+from unicache.repl.script_check import run_in_repl
 
 from .conftest import small_config
 
 
 def test_token_lists_are_compact() -> None:
-    assert _tokens([5]) == "5"
-    assert _tokens([1, 2, 3, 4, 9, 10, 12]) == "1..4,9,10,12"
+    assert tokens_text([5]) == "5"
+    assert tokens_text([1, 2, 3, 4, 9, 10, 12]) == "1..4,9,10,12"
 
 
 def test_new_command_names_every_size() -> None:
@@ -32,6 +33,5 @@ def test_a_recorded_run_replays_cleanly_in_the_repl(seed: int) -> None:
     assert any(t.startswith("ack T") for t in texts) and any(t.startswith("lock ") for t in texts)
     assert texts[-1] == "assert clean"
     replay = run_in_repl(new_command(r.oplog.config), lines)
-    assert replay is not None
     assert replay.failure is None
     assert "{ticket}" not in "\n".join(replay.text) and "{receipt}" not in "\n".join(replay.text)

@@ -19,6 +19,7 @@ from unicache.engine.simulate import (
     scenario_for,
     shrink,
 )
+from unicache.repl.script_check import write_script
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def test_same_seed_same_run() -> None:
 
 def test_injected_corruption_is_caught_dumped_shrunk_and_scripted(tmp_path: Path) -> None:
     failures = run_simulations([1], SimulateOptions(steps=40, inject="corrupt"), crash_dir=tmp_path,
-                               progress=False)
+                               progress=False, scripter=write_script)
     (r,) = failures
     assert isinstance(r.error, CorruptionError)
     assert r.dump is not None and r.dump.exists()

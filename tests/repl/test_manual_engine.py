@@ -35,10 +35,10 @@ def test_copy_reads_the_source_at_completion(engine: ManualEngine) -> None:
     assert engine.pending == 1 and engine.poll() == []
     assert torch.equal(pools.read(Full, Tier.HOST, [5]), _rows(0.0))
     pools.write(Full, Tier.DEVICE, [3], _rows(9.0))
-    ack = engine.complete(1)
+    ack = engine.take(1)
     assert ack == Ack(1, 0, True, "")
     assert torch.equal(pools.read(Full, Tier.HOST, [5]), _rows(9.0))
-    assert engine.pending == 0 and engine.jobs() == []
+    assert engine.pending == 0 and engine.jobs == {}
 
 
 def test_failed_completion_copies_nothing(engine: ManualEngine) -> None:
@@ -46,7 +46,7 @@ def test_failed_completion_copies_nothing(engine: ManualEngine) -> None:
     assert pools is not None
     pools.write(Full, Tier.DEVICE, [0], _rows(4.0))
     engine.submit(_job(2, [0], [1]))
-    ack = engine.complete(2, ok=False, detail="dma error")
+    ack = engine.take(2, ok=False, detail="dma error")
     assert (ack.ok, ack.detail) == (False, "dma error")
     assert torch.equal(pools.read(Full, Tier.HOST, [1]), _rows(0.0))
 
@@ -61,10 +61,11 @@ def test_withhold_keeps_a_job_from_flush_and_next_ready(engine: ManualEngine) ->
     assert [a.ticket for a in engine.poll()] == [2] and engine.take_flushed() == [2]
     engine.flush()
     assert [a.ticket for a in engine.poll()] == [3]
-    assert [j.ticket for j in engine.jobs()] == [1] and engine.pending == 1
+    assert engine.held() == [1] and engine.pending == 1
     engine.release(1)
     assert engine.next_ready() == 1 and not engine.is_withheld(1)
     assert engine.complete(1).ticket == 1
+    assert [a.ticket for a in engine.poll()] == [1], "complete queues the ack for the next poll"
 
 
 def test_misuse_names_the_ticket(engine: ManualEngine) -> None:

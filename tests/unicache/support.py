@@ -1,158 +1,55 @@
-"""Test support: a hand-driven transfer engine, the byte oracle and a request driver."""
+"""Test support: the byte oracle and a request driver (the hand-driven engine is `unicache.repl.manual_engine`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from unicache import (
     SWA,
-    Ack,
     CacheConfig,
     Full,
     InsertResult,
     LockReceipt,
     Mamba,
     Node,
-    Tier,
-    TransferEngine,
-    TransferJob,
     UniCache,
 )
-
-_MOD = 16_777_213
+from unicache.repl.data import DataOracle
+from unicache.repl.manual_engine import ManualEngine as ManualEngine
 
 SEQ = list(range(200, 232))
 """A token sequence the operation tests share."""
 
 
-class ManualEngine(TransferEngine):
-    """Holds every job until the test completes it; the copy happens at completion.
+class Oracle:
+    """Expected bytes from the library's reference model (:class:`unicache.repl.data.DataOracle`).
 
-    Completing a job reads its source rows at that moment, like a late DMA:
-    a slot freed and reused under an in-flight copy shows up as wrong bytes.
+    KV rows and Mamba states are pure functions of the token prefix.
     """
 
-    def __init__(self) -> None:
-        self.jobs: dict[int, TransferJob] = {}
-        self._acks: list[Ack] = []
-        self.log: list[TransferJob] = []
-
-    def submit(self, job: TransferJob) -> None:
-        assert job.ticket not in self.jobs, job
-        self.jobs[job.ticket] = job
-        self.log.append(job)
-
-    def held(self) -> list[int]:
-        return list(self.jobs)
-
-    def complete(self, ticket: int, ok: bool = True, *, copy: bool = True) -> Ack:
-        """Finish one job (copying when `ok` and `copy`) and queue its ack for `poll`."""
-        job = self.jobs.pop(ticket)
-        if ok and copy:
-            assert self.pools is not None
-            for op in job.copies:
-                self.pools.copy(op)
-        ack = job.ack(ok)
-        self._acks.append(ack)
-        return ack
-
-    def complete_all(self) -> None:
-        for ticket in list(self.jobs):
-            self.complete(ticket)
-
-    def poll(self) -> list[Ack]:
-        acks, self._acks = self._acks, []
-        return acks
-
-    def flush(self, tickets: Collection[int] | None = None) -> None:
-        for ticket in list(self.jobs if tickets is None else tickets):
-            if ticket in self.jobs:
-                self.complete(ticket)
-
-    @property
-    def pending(self) -> int:
-        return len(self.jobs) + len(self._acks)
-
-
-def prefix_hashes(tokens: Sequence[int]) -> list[int]:
-    """h[p] = rolling hash of tokens[:p+1]: the KV at p depends on the whole prefix."""
-    out: list[int] = []
-    h = 7
-    for t in tokens:
-        h = (h * 31 + t + 1) % _MOD
-        out.append(h)
-    return out
-
-
-@dataclass
-class Oracle:
-    """Expected bytes: KV rows and Mamba states are pure functions of the token prefix."""
-
-    page_size: int
-    kv_width: int
-    mamba_width: int
+    def __init__(self, config: CacheConfig) -> None:
+        self.data = DataOracle(config)
 
     @classmethod
     def of(cls, config: CacheConfig) -> Oracle:
-        return cls(config.page_size, config.kv_width, config.mamba_width)
-
-    def rows(self, tokens: Sequence[int], start: int, end: int, salt: int) -> torch.Tensor:
-        h = prefix_hashes(tokens[:end])[start:end]
-        base = (torch.tensor(h, dtype=torch.int64) + salt) % _MOD
-        rows = base[:, None] + torch.arange(self.kv_width, dtype=torch.int64)[None, :]
-        return rows.to(torch.int32).view(-1, self.page_size, self.kv_width)
+        return cls(config)
 
     def full(self, tokens: Sequence[int], start: int, end: int) -> torch.Tensor:
-        return self.rows(tokens, start, end, 0)
+        return self.data.full_pages(self.data.hashes(tokens[:end]), start, end)
 
     def swa(self, tokens: Sequence[int], start: int, end: int) -> torch.Tensor:
-        return self.rows(tokens, start, end, 5_000_000)
+        return self.data.swa_pages(self.data.hashes(tokens[:end]), start, end)
 
     def state(self, tokens: Sequence[int]) -> torch.Tensor:
-        h = prefix_hashes(tokens)[-1] if tokens else 0
-        base = (h * 3 + 11 + len(tokens)) % _MOD
-        return (base + torch.arange(self.mamba_width, dtype=torch.int64)).to(torch.int32)[None, :]
+        return self.data.mamba_rows(self.data.hashes(tokens), len(tokens))
 
     def check(self, cache: UniCache) -> list[str]:
         """Every slot the tree holds, on both tiers, against recomputation."""
-        wants: dict[tuple[type, Tier], tuple[list[int], list[torch.Tensor], list[int]]] = {}
-
-        def want(comp: type, tier: Tier, slots: list[int], rows: torch.Tensor, nid: int) -> None:
-            entry = wants.setdefault((comp, tier), ([], [], []))
-            entry[0].extend(slots)
-            entry[1].append(rows)
-            entry[2].extend([nid] * len(slots))
-
-        stack: list[tuple[Node, tuple[int, ...]]] = [(cache.root, ())]
-        while stack:
-            node, prefix = stack.pop()
-            toks = prefix + node.key
-            if node.parent is not None:
-                s, e = node.start, node.end
-                for tier, pages in ((Tier.DEVICE, node.dev_full), (Tier.HOST, node.host_full)):
-                    if pages is not None:
-                        want(Full, tier, pages, self.full(toks, s, e), node.id)
-                for tier, pages in ((Tier.DEVICE, node.dev_swa), (Tier.HOST, node.host_swa)):
-                    if pages is not None:
-                        want(SWA, tier, pages, self.swa(toks, s, e), node.id)
-                for tier, slot in ((Tier.DEVICE, node.dev_mamba), (Tier.HOST, node.host_mamba)):
-                    if slot is not None:
-                        want(Mamba, tier, [slot], self.state(toks), node.id)
-            for child in node.children.values():
-                stack.append((child, toks))
-        errors: list[str] = []
-        for (comp, tier), (slots, rows, nids) in wants.items():
-            got = cache.read_slots(comp, slots, tier)
-            exp = torch.cat(rows)
-            bad = (got != exp).flatten(1).any(dim=1).nonzero().flatten().tolist()
-            for i in bad[:8]:
-                errors.append(
-                    f"{comp.__name__} {tier.value} slot {slots[i]} of node {nids[i]}: wrong bytes"
-                )
-        return errors
+        _, bad = self.data.verify(cache)
+        return [f"{m.component} {m.tier} node {m.node}: {m.detail}" for m in bad]
 
 
 @dataclass

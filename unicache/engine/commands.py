@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -18,6 +19,9 @@ from unicache.errors import ConfigError
 from unicache.traces.request import TraceFormatError
 from unicache.transfer.cuda import CudaUnavailableError
 from unicache.transfer.simulated import FaultSpecError
+
+if TYPE_CHECKING:
+    from unicache.engine.simulate import ScriptWriter
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -102,7 +106,8 @@ def replay_command(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy(report) else EXIT_FAILED
 
 
-def simulate_command(args: argparse.Namespace) -> int:
+def simulate_command(args: argparse.Namespace, *, scripter: ScriptWriter | None = None) -> int:
+    """``scripter`` writes a shrunk failure as a REPL script (the CLI passes the REPL's; None: no script)."""
     from unicache.engine.simulate import SimulateOptions, SimulationError, run_simulations
 
     err = Console(stderr=True)
@@ -117,5 +122,5 @@ def simulate_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     crash_dir: Path = args.crash_dir
     failures = run_simulations(seeds, opts, crash_dir=crash_dir, shrink_failures=not args.no_shrink,
-                               progress=not args.no_progress, console=Console())
+                               progress=not args.no_progress, console=Console(), scripter=scripter)
     return EXIT_FAILED if failures else EXIT_OK

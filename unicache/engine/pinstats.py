@@ -16,7 +16,8 @@ nodes a new lease covers right after it is acquired and records:
 
 The engine tells the tracker which lease ids belong to lock receipts and
 which to load-backs (``lock_leases`` / ``load_back_leases``); every other
-live lease is a cache-owned backup.
+live lease is a cache-owned backup. :class:`PinObserver` does that as a
+scheduler observer.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 
 from leases import Held, Lease
 
+from unicache.cache import UniCache
+from unicache.engine.observer import SchedulerObserver
 from unicache.tree.node import Node
 
 
@@ -88,3 +91,33 @@ class PinTracker:
             "load_back_cross_component_nodes": self.load_back_cross_component_nodes,
             "overlap_observations": self.overlap_observations,
         }
+
+
+class PinObserver(SchedulerObserver):
+    """Feeds a :class:`PinTracker` from the scheduler's lock and load-back events."""
+
+    __slots__ = ("tracker", "cache")
+
+    def __init__(self, tracker: PinTracker, cache: UniCache) -> None:
+        self.tracker = tracker
+        self.cache = cache
+
+    def _observe(self, lease_ids: tuple[int, ...]) -> None:
+        for lease_id in lease_ids:
+            scope = self.cache.lease_scope(lease_id)
+            if scope:
+                self.tracker.observe(scope)
+
+    def on_load_back(self, anchor: Node, ticket: int, lease_ids: tuple[int, ...]) -> None:
+        self.tracker.load_back_leases.update(lease_ids)
+        self._observe(lease_ids)
+
+    def on_load_back_end(self, lease_ids: tuple[int, ...]) -> None:
+        self.tracker.load_back_leases.difference_update(lease_ids)
+
+    def on_lock(self, node: Node, receipt: int, lease_ids: tuple[int, ...]) -> None:
+        self.tracker.lock_leases.update(lease_ids)
+        self._observe(lease_ids)
+
+    def on_unlock(self, receipt: int, lease_ids: tuple[int, ...]) -> None:
+        self.tracker.lock_leases.difference_update(lease_ids)

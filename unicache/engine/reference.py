@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-MASK32 = 0xFFFFFFFF
-_MUL = 0x045D9F3B
+from unicache.traces.mix import MASK32, mix32, mix32_int
+
 _POS = 0x2C1B3C6D
 _KV_SALT = 0x1B873593
 _SWA_SALT = 0x3C6EF372
@@ -39,22 +39,6 @@ _EXACT_BITS: dict[torch.dtype, int] = {
 
 class ReferenceDtypeError(ValueError):
     """The storage dtype cannot hold reference values exactly."""
-
-
-def mix32(x: torch.Tensor) -> torch.Tensor:
-    """32-bit integer hash of each element of an int64 tensor (input masked to 32 bits)."""
-    x = x & MASK32
-    x = ((x >> 16) ^ x) * _MUL & MASK32
-    x = ((x >> 16) ^ x) * _MUL & MASK32
-    return (x >> 16) ^ x
-
-
-def mix32_int(x: int) -> int:
-    """The scalar twin of :func:`mix32`."""
-    x &= MASK32
-    x = ((x >> 16) ^ x) * _MUL & MASK32
-    x = ((x >> 16) ^ x) * _MUL & MASK32
-    return (x >> 16) ^ x
 
 
 def _salts(base: int, width: int) -> torch.Tensor:

@@ -10,34 +10,42 @@ One :meth:`Scheduler.step` is one engine iteration: advance the transfer
 clock, poll acks, collect settled load-backs, admit what fits, decode. A
 request that cannot get device memory waits at the head of the queue (the
 order of the trace is kept); if nothing at all can make progress the loop
-raises :class:`SchedulerStuckError` instead of spinning.
+raises :class:`SchedulerStuckError` (:mod:`unicache.engine.liveness`).
+
+The loop owns the requests' slots, receipts and tickets. The bytes live in
+:mod:`unicache.engine.datapath`, the ownership invariant in
+:mod:`unicache.engine.ownership`; whoever wants to watch the cache operations
+(the op log, the pin statistics) registers a
+:class:`~unicache.engine.observer.SchedulerObserver`.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 from collections import deque
-from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
-
-import torch
 
 from leases import Borrowed
 
 from unicache.cache import UniCache
 from unicache.components.markers import SWA, Full, Mamba
 from unicache.engine.config import EngineConfig
-from unicache.engine.errors import EngineError, InvariantError, SchedulerStuckError
-from unicache.engine.oplog import OpLog
+from unicache.engine.datapath import DataPath
+from unicache.engine.errors import EngineError
+from unicache.engine.liveness import check_not_stuck, drained, never_acked
+from unicache.engine.observer import SchedulerObserver
 from unicache.engine.oracle import DataOracle
-from unicache.engine.pinstats import PinTracker
-from unicache.engine.reference import PrefixHashes, ReferenceModel
+from unicache.engine.ownership import check_ownership
+from unicache.engine.pinstats import PinObserver, PinTracker
+from unicache.engine.reference import ReferenceModel
+from unicache.engine.request import EngineStats, Phase, Request
 from unicache.engine.timeline import Timeline
 from unicache.results import MatchResult, TicketStatus
-from unicache.tickets import LoadBackTicket, LockReceipt
+from unicache.tickets import LockReceipt
 from unicache.traces.request import TraceRequest
 from unicache.tree.node import Node
+
+__all__ = ["EngineStats", "Phase", "Request", "Scheduler", "Ticking"]
 
 
 @runtime_checkable
@@ -45,79 +53,6 @@ class Ticking(Protocol):
     """A transfer engine with a step clock (the simulated engine)."""
 
     def tick(self) -> None: ...
-
-
-class Phase(enum.Enum):
-    WAITING = "waiting"
-    LOADING = "loading"
-    READY = "ready"
-    RUNNING = "running"
-    DONE = "done"
-    ABORTED = "aborted"
-
-
-@dataclass(slots=True)
-class Request:
-    """A request's progress through the loop and every resource it owns."""
-
-    src: TraceRequest
-    tokens: tuple[int, ...]
-    h: PrefixHashes | None
-    phase: Phase = Phase.WAITING
-    matched: bool = False
-    first_device_len: int = 0
-    load_backs: int = 0
-    loaded_end: int = 0
-    prefix: int = 0
-    cached_end: int = 0
-    ticket: LoadBackTicket | None = None
-    ticket_leases: tuple[int, ...] = ()
-    receipt: LockReceipt | None = None
-    full_pages: list[int] = field(default_factory=list)
-    swa_pages: list[int] = field(default_factory=list)
-    mamba_slot: int | None = None
-    decoded: int = 0
-
-    @property
-    def rid(self) -> int:
-        return self.src.rid
-
-    @property
-    def prompt_len(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def total_len(self) -> int:
-        return len(self.tokens) + self.src.output_tokens
-
-
-@dataclass(slots=True)
-class EngineStats:
-    """What the loop itself counts (the cache and ledger count the rest)."""
-
-    steps: int = 0
-    admitted: int = 0
-    finished: int = 0
-    aborted: int = 0
-    device_hit_tokens: int = 0
-    host_hit_tokens: int = 0
-    computed_tokens: int = 0
-    decoded_tokens: int = 0
-    load_backs_started: int = 0
-    load_backs_ok: int = 0
-    load_backs_failed: int = 0
-    load_backs_stale: int = 0
-    start_retries: int = 0
-    prompt_inserts: int = 0
-    branch_states: int = 0
-    final_inserts: int = 0
-    verified_tokens: int = 0
-    verified_states: int = 0
-    tree_checks: int = 0
-    sanity_checks: int = 0
-
-    def to_json(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class Scheduler:
@@ -133,13 +68,14 @@ class Scheduler:
         self.timeline = timeline
         self.stats = EngineStats()
         self.step_no = 0
+        self.data = DataPath(cache, model, self.oracle, self.config, self.stats)
+        self.observers: list[SchedulerObserver] = [PinObserver(self.pins, cache)]
         self._ps = cache.config.page_size
         chunk = self.config.cache_chunk or self._ps
         self._chunk = chunk * self._ps // math.gcd(chunk, self._ps)
         self._swa = cache.config.swa_window is not None
         self._mamba = cache.config.mamba
         self._data = self.config.data
-        self._verify = self._data and self.config.verify
         self._ticking = cache.engine if isinstance(cache.engine, Ticking) else None
         self._pending: deque[TraceRequest] = deque(requests)
         self.total = len(requests)
@@ -148,7 +84,10 @@ class Scheduler:
         self.loading: list[Request] = []
         self.running: list[Request] = []
         self.current: Request | None = None
-        self.oplog: OpLog | None = None
+
+    def observe(self, observer: SchedulerObserver) -> None:
+        """Tell ``observer`` about every cache operation from now on."""
+        self.observers.append(observer)
 
     @property
     def done(self) -> bool:
@@ -197,39 +136,7 @@ class Scheduler:
 
     def check_ownership(self) -> None:
         """Every live lease is owned by a ticket or receipt someone holds; request slots match the cache's."""
-        cache = self.cache
-        if cache.ledger.leaked:
-            raise InvariantError(self.step_no, f"{cache.ledger.leaked} lease(s) leaked: {cache.ledger.leaks()}")
-        owned: set[int] = set()
-        for t in cache.live_tickets():
-            owned.update(t.lease_ids().values())
-        for q in cache.quarantine_records():
-            owned.update(q.ticket.lease_ids().values())
-        lent_full: set[int] = set()
-        lent_swa: set[int] = set()
-        lent_mamba: set[int] = set()
-        for req in self.in_flight_requests():
-            if req.receipt is not None:
-                owned.update(req.receipt.lease_ids())
-            if req.ticket is not None:
-                owned.update(req.ticket.lease_ids().values())
-            lent_full.update(req.full_pages)
-            lent_swa.update(req.swa_pages)
-            if req.mamba_slot is not None:
-                lent_mamba.add(req.mamba_slot)
-        live = {lease.id for lease in cache.ledger.live()}
-        stray = sorted(live - owned)
-        if stray:
-            raise InvariantError(self.step_no, f"live leases {stray} are owned by no ticket or receipt")
-        for component, mine in ((Full, lent_full), (SWA, lent_swa), (Mamba, lent_mamba)):
-            if component not in cache.config.components:
-                continue
-            theirs = cache.lent_slots(component)
-            if theirs != mine:
-                raise InvariantError(
-                    self.step_no, f"{component.__name__} request-owned slots disagree: cache lends "
-                    f"{sorted(theirs - mine)[:8]} not held by any request, requests hold "
-                    f"{sorted(mine - theirs)[:8]} the cache does not lend")
+        check_ownership(self.cache, self.in_flight_requests(), self.step_no)
 
     def _new_request(self, src: TraceRequest) -> Request:
         h = self.model.hashes(src.token_tensor()) if self._data else None
@@ -244,8 +151,7 @@ class Scheduler:
                 still.append(req)
                 continue
             req.ticket = None
-            self.pins.load_back_leases.difference_update(req.ticket_leases)
-            req.ticket_leases = ()
+            self._load_back_ended(req)
             res = t.result()
             if res.ok:
                 self.stats.load_backs_ok += 1
@@ -257,6 +163,11 @@ class Scheduler:
             req.phase = Phase.READY
             self.ready.append(req)
         self.loading = still
+
+    def _load_back_ended(self, req: Request) -> None:
+        ids, req.ticket_leases = req.ticket_leases, ()
+        for obs in self.observers:
+            obs.on_load_back_end(ids)
 
     def _admit(self) -> None:
         """Start settled load-backs' requests first (in settle order), then new ones in trace order."""
@@ -277,20 +188,16 @@ class Scheduler:
             self.current = req
             if not self._begin(req):
                 self.stats.start_retries += 1
-                if not self.loading and not self.running and self.cache.in_flight() == 0:
-                    raise SchedulerStuckError(
-                        req.rid, self.step_no,
-                        f"needs {req.total_len - req.prefix} tokens of device memory "
-                        f"(device holds {self.cache.config.device_tokens})")
+                check_not_stuck(self.cache, req, self.step_no, loading=len(self.loading),
+                                running=len(self.running))
                 return
             queue.popleft()
 
     def _begin(self, req: Request) -> bool:
         """Match and either start a load-back or start computing; False if memory is short."""
         cache = self.cache
-        log = self.oplog
-        if log is not None:
-            log.add("match", req.tokens)
+        for obs in self.observers:
+            obs.on_match(req.tokens)
         m = cache.match_prefix(req.tokens)
         if not req.matched:
             req.matched = True
@@ -299,17 +206,12 @@ class Scheduler:
         if cfg.load_back and m.worth_load_back and req.load_backs < cfg.max_load_backs:
             t = cache.load_back(m.anchor)
             if t is not None:
-                if log is not None:
-                    log.add("load_back", OpLog.path_tokens(m.anchor), t.id)
                 req.load_backs += 1
                 self.stats.load_backs_started += 1
                 ids = tuple(t.lease_ids().values())
                 req.ticket_leases = ids
-                self.pins.load_back_leases.update(ids)
-                for lease_id in ids:
-                    scope = cache.lease_scope(lease_id)
-                    if scope:
-                        self.pins.observe(scope)
+                for obs in self.observers:
+                    obs.on_load_back(m.anchor, t.id, ids)
                 req.ticket = t
                 req.phase = Phase.LOADING
                 self.loading.append(req)
@@ -318,21 +220,25 @@ class Scheduler:
 
     def _lock(self, node: Node) -> LockReceipt:
         receipt = self.cache.lock(node)
-        if self.oplog is not None:
-            self.oplog.add("lock", OpLog.path_tokens(node), receipt.id)
-        ids = receipt.lease_ids()
-        self.pins.lock_leases.update(ids)
-        for lease_id in ids:
-            scope = self.cache.lease_scope(lease_id)
-            if scope:
-                self.pins.observe(scope)
+        ids = tuple(receipt.lease_ids())
+        for obs in self.observers:
+            obs.on_lock(node, receipt.id, ids)
         return receipt
 
     def _unlock(self, receipt: LockReceipt) -> None:
-        if self.oplog is not None:
-            self.oplog.add("unlock", receipt.id)
-        self.pins.lock_leases.difference_update(receipt.lease_ids())
+        ids = tuple(receipt.lease_ids())
+        for obs in self.observers:
+            obs.on_unlock(receipt.id, ids)
         self.cache.unlock(receipt)
+
+    def _insert(self, tokens: tuple[int, ...], slots: list[int], *, start: int, swa_slots: list[int] | None,
+                mamba_slot: int | None, mamba_donate: bool = True) -> Node | None:
+        """Insert through the cache; the node the insert ended at, or None if its prefix was missing."""
+        for obs in self.observers:
+            obs.on_insert(tokens, start)
+        res = self.cache.insert(tokens, slots, start=start, swa_slots=swa_slots, mamba_slot=mamba_slot,
+                                mamba_donate=mamba_donate)
+        return None if res.prefix_missing else res.node
 
     def _start(self, req: Request, m: MatchResult) -> bool:
         """Lock the device prefix, check it, take memory, prefill; False (nothing held) if memory is short."""
@@ -369,11 +275,7 @@ class Scheduler:
         if receipt.length != prefix:
             raise EngineError(f"request {req.rid}: lock covers {receipt.length} tokens but match reported "
                               f"{prefix} on device")
-        if self._verify:
-            assert req.h is not None
-            self.oracle.verify_prefix(req.rid, req.h, m.device_node, prefix)
-            self.stats.verified_tokens += prefix
-            self.stats.verified_states += int(self._mamba and prefix > 0)
+        self.data.verify_prefix(req, m.device_node, prefix)
         pages = -(-(req.total_len - prefix) // self._ps)
         full = cache.alloc_device(Full, pages)
         if full is None:
@@ -396,37 +298,8 @@ class Scheduler:
             slot = got_slot[0]
         return full, swa, slot
 
-    def _rows(self, rows: torch.Tensor, pages: int) -> torch.Tensor:
-        """Pad token rows to whole pages: ``[pages, page_size, width]``."""
-        ps = self._ps
-        n = rows.shape[0]
-        if n < pages * ps:
-            rows = torch.cat([rows, rows.new_zeros((pages * ps - n, rows.shape[1]))])
-        return rows.reshape(pages, ps, rows.shape[1])
-
-    def _write(self, req: Request, h: PrefixHashes, begin: int, end: int) -> None:
-        """Compute and store KV of tokens ``begin..end`` into the request's own pages."""
-        if end <= begin:
-            return
-        ps = self._ps
-        first = (begin - req.cached_end) // ps
-        last = -(-(end - req.cached_end) // ps)
-        lo = req.cached_end + first * ps
-        cache = self.cache
-        model = self.model
-        cache.write_slots(Full, req.full_pages[first:last],
-                          self._rows(model.kv(h, lo, end), last - first))
-        if self._swa:
-            cache.write_slots(SWA, req.swa_pages[first:last],
-                              self._rows(model.swa_kv(h, lo, end), last - first))
-
     def _prefill(self, req: Request) -> None:
-        h = req.h
-        if h is not None:
-            self._write(req, h, req.prefix, req.prompt_len)
-            if req.mamba_slot is not None:
-                self.cache.write_slots(Mamba, [req.mamba_slot],
-                                       self.model.mamba_state(h, req.prompt_len).unsqueeze(0))
+        self.data.prefill(req)
         cut = req.prompt_len - req.prompt_len % self._chunk
         if cut > req.prefix:
             self._cache_prompt(req, cut)
@@ -444,21 +317,18 @@ class Scheduler:
                 got = cache.alloc_device(Mamba, 1)
                 if got is not None:
                     slot = got[0]
-                    if req.h is not None:
-                        cache.write_slots(Mamba, got, self.model.mamba_state(req.h, cut).unsqueeze(0))
-        if self.oplog is not None:
-            self.oplog.add("insert", req.tokens[:cut], req.cached_end)
-        res = cache.insert(req.tokens[:cut], req.full_pages[:k], start=req.cached_end,
-                           swa_slots=req.swa_pages[:k] if self._swa else None,
-                           mamba_slot=slot, mamba_donate=donate)
+                    self.data.write_state(req.h, got, cut)
+        node = self._insert(req.tokens[:cut], req.full_pages[:k], start=req.cached_end,
+                            swa_slots=req.swa_pages[:k] if self._swa else None,
+                            mamba_slot=slot, mamba_donate=donate)
         self.stats.prompt_inserts += 1
         req.full_pages = req.full_pages[k:]
         if self._swa:
             req.swa_pages = req.swa_pages[k:]
         req.cached_end = cut
-        if res.prefix_missing:
+        if node is None:
             return
-        receipt = self._lock(res.node)
+        receipt = self._lock(node)
         if receipt.length != cut:
             got_len = receipt.length
             self._unlock(receipt)
@@ -469,7 +339,7 @@ class Scheduler:
         if old is not None:
             self._unlock(old)
         if self._mamba and self.config.branch_states:
-            self._cache_branch_states(req, res.node)
+            self._cache_branch_states(req, node)
 
     def _cache_branch_states(self, req: Request, node: Node) -> None:
         """Give every stateless, chunk-aligned branch point above ``node`` its Mamba state.
@@ -485,11 +355,8 @@ class Scheduler:
                 got = cache.alloc_device(Mamba, 1)
                 if got is None:
                     return
-                if req.h is not None:
-                    cache.write_slots(Mamba, got, self.model.mamba_state(req.h, x.end).unsqueeze(0))
-                if self.oplog is not None:
-                    self.oplog.add("insert", req.tokens[:x.end], x.end)
-                cache.insert(req.tokens[:x.end], [], start=x.end, swa_slots=[] if self._swa else None,
+                self.data.write_state(req.h, got, x.end)
+                self._insert(req.tokens[:x.end], [], start=x.end, swa_slots=[] if self._swa else None,
                              mamba_slot=got[0])
                 self.stats.branch_states += 1
             x = x.parent
@@ -511,32 +378,17 @@ class Scheduler:
 
     def _finish(self, req: Request) -> None:
         cache = self.cache
-        model = self.model
         ps = self._ps
-        h = req.h
-        out = req.src.output_tokens
-        tokens = req.tokens
-        if h is None:
-            vocab = self.config.vocab
-            tokens += tuple(1 + (req.rid * 7919 + i) % (vocab - 1) for i in range(out))
-        else:
-            if self._verify:
-                self._verify_own(req)
-            if out:
-                h = model.decode(h, out, self.config.vocab)
-                tokens = tuple(h.tokens.tolist())
-            self._write(req, h, req.prompt_len, len(tokens))
+        tokens, h = self.data.decode(req)
         total = len(tokens)
         end = total - total % ps
         slot = req.mamba_slot
         req.mamba_slot = None
         if end > req.cached_end:
             k = (end - req.cached_end) // ps
-            if slot is not None and h is not None:
-                cache.write_slots(Mamba, [slot], model.mamba_state(h, end).unsqueeze(0))
-            if self.oplog is not None:
-                self.oplog.add("insert", tokens[:end], req.cached_end)
-            cache.insert(tokens[:end], req.full_pages[:k], start=req.cached_end,
+            if slot is not None:
+                self.data.write_state(h, [slot], end)
+            self._insert(tokens[:end], req.full_pages[:k], start=req.cached_end,
                          swa_slots=req.swa_pages[:k] if self._swa else None, mamba_slot=slot)
             self.stats.final_inserts += 1
             req.full_pages = req.full_pages[k:]
@@ -565,32 +417,16 @@ class Scheduler:
         if receipt is not None:
             self._unlock(receipt)
 
-    def _verify_own(self, req: Request) -> None:
-        """The request's own pages still hold the prompt KV it wrote at prefill."""
-        h = req.h
-        assert h is not None
-        begin, end = req.cached_end, req.prompt_len
-        if end > begin:
-            self.oracle.verify_rows(req.rid, Full, req.full_pages, self.model.kv(h, begin, end), begin,
-                                    "request-owned Full pages")
-            if self._swa:
-                self.oracle.verify_rows(req.rid, SWA, req.swa_pages, self.model.swa_kv(h, begin, end),
-                                        begin, "request-owned SWA pages")
-        if req.mamba_slot is not None:
-            self.oracle.verify_state(req.rid, req.mamba_slot, self.model.mamba_state(h, req.prompt_len),
-                                     req.prompt_len, "request-owned Mamba slot")
-
     def abort(self, req: Request) -> None:
         """Drop an admitted request: abandon its load-back or release what it holds."""
         if req.phase is Phase.LOADING:
             t = req.ticket
             req.ticket = None
             assert t is not None
-            if self.oplog is not None:
-                self.oplog.add("abandon", t.id)
+            for obs in self.observers:
+                obs.on_abandon(t.id)
             t.abandon()
-            self.pins.load_back_leases.difference_update(req.ticket_leases)
-            req.ticket_leases = ()
+            self._load_back_ended(req)
             self.loading.remove(req)
         elif req.phase is Phase.RUNNING:
             self._release(req)
@@ -605,18 +441,15 @@ class Scheduler:
     def drain(self, max_steps: int = 10_000) -> None:
         """Step (no new work) until every transfer has been acked, stale ones of old epochs included."""
         cache = self.cache
-        engine = cache.engine
         for _ in range(max_steps):
-            if cache.in_flight() == 0 and not self.loading and not cache.quarantine_records() \
-                    and engine.pending == 0:
+            if drained(cache, loading=len(self.loading)):
                 return
             self.step_no += 1
             cache.ledger.step = self.step_no
             if self._ticking is not None:
                 self._ticking.tick()
             else:
-                engine.flush()
+                cache.engine.flush()
             cache.poll()
             self._collect_load_backs()
-        raise InvariantError(self.step_no, f"{cache.in_flight()} transfer(s) of this epoch and "
-                                           f"{len(cache.quarantine_records())} of older epochs never acked")
+        raise never_acked(cache, self.step_no)

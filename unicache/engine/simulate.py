@@ -13,7 +13,8 @@ every transfer is drained and no lease may stay live.
 A failing seed prints the command that reproduces it, writes a crash dump,
 and is shrunk: the scenario is cut down (steps, fault kinds, chaos kinds,
 requests) while it still fails the same way, and the minimal run's cache
-operations are written as a REPL script (:mod:`unicache.engine.script`).
+operations are written as a REPL script by the ``scripter`` the caller passes
+(:mod:`unicache.repl.script_check`; the REPL is a layer above the engine).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeAlias
 
 from rich.console import Console
 from rich.progress import Progress
@@ -34,7 +36,7 @@ from unicache.components.markers import SWA, Full, Mamba
 from unicache.config import CacheConfig, WritePolicy
 from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump
-from unicache.engine.oplog import OpLog
+from unicache.engine.oplog import OpLog, OpLogObserver
 from unicache.engine.replay import finish_checks, reference_for, shut_down
 from unicache.engine.scheduler import Scheduler
 from unicache.traces.request import Trace
@@ -194,6 +196,10 @@ class SimResult:
         return self.error is None
 
 
+ScriptWriter: TypeAlias = Callable[[SimResult, Path], Path]
+"""Writes a failing run's recorded operations as a checked REPL script at the path; returns the path."""
+
+
 def _chaos(sc: Scenario, rng: random.Random, sched: Scheduler, log: OpLog | None) -> None:
     cache = sched.cache
     comps = [_MARKERS[c] for c in sc.components]
@@ -278,7 +284,8 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
     cache = UniCache(world.config, engine)
     sched = Scheduler(cache, world.trace.requests, model=reference_for(world.config, sc.seed),
                       config=world.engine)
-    sched.oplog = log
+    if log is not None:
+        sched.observe(OpLogObserver(log))
     chaos_rng = random.Random(sc.seed * 31 + 17)
     planted = False
     error: BaseException | None = None
@@ -377,10 +384,12 @@ def shrink(result: SimResult, *, budget: int = 60, deadline_s: float = 60.0) -> 
 
 
 def run_simulations(seeds: list[int], opts: SimulateOptions, *, crash_dir: Path, shrink_failures: bool = True,
-                    progress: bool = True, console: Console | None = None) -> list[SimResult]:
-    """Run every seed; report each; dump, shrink and script each failure. Returns the failures."""
-    from unicache.engine.script import write_script
+                    progress: bool = True, console: Console | None = None,
+                    scripter: ScriptWriter | None = None) -> list[SimResult]:
+    """Run every seed; report each; dump, shrink and (given a ``scripter``) script each failure.
 
+    Returns the failures.
+    """
     console = console or Console()
     results: list[SimResult] = []
     failures: list[SimResult] = []
@@ -402,8 +411,8 @@ def run_simulations(seeds: list[int], opts: SimulateOptions, *, crash_dir: Path,
             if shrink_failures:
                 r.shrunk = shrink(r)
                 minimal = run_scenario(r.shrunk, record=True)
-                if minimal.oplog is not None:
-                    r.script = write_script(minimal, crash_dir / f"unicache-sim-seed{seed}.repl")
+                if minimal.oplog is not None and scripter is not None:
+                    r.script = scripter(minimal, crash_dir / f"unicache-sim-seed{seed}.repl")
     table = Table(title=f"unicache simulate — {len(seeds)} seed(s), {opts.steps} steps max",
                   caption="lb: load-backs · pins: most leases on one node · 2-comp: nodes pinned by two components")
     for col in ("seed", "components", "ps", "policy", "steps", "done", "lb", "failed", "stale+dup",

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TextIO
 
-from unicache.repl.executor import Outcome, error_json, execute
+from unicache.repl.executor import execute
 from unicache.repl.options import add_cache_options, config_from
+from unicache.repl.output import Output
 from unicache.repl.parser import Args
 from unicache.repl.session import Session
 
@@ -53,66 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--trace-transfer", default="simulated", choices=("immediate", "simulated", "auto", "cuda"),
                        help="transfer engine of the replay (default simulated)")
     return p
-
-
-class Output:
-    """Writes outcomes: JSON lines, or rich views (echoing each command when not interactive)."""
-
-    def __init__(self, json_mode: bool, echo: bool, stream: TextIO) -> None:
-        from rich.console import Console
-
-        self.json_mode = json_mode
-        self.echo = echo
-        self.stream = stream
-        width = None if stream.isatty() or os.environ.get("COLUMNS") else 140
-        self.console = Console(file=stream, highlight=False, soft_wrap=False, width=width)
-
-    def outcome(self, outcome: Outcome) -> None:
-        if self.json_mode:
-            self.stream.write(json.dumps(outcome.envelope) + "\n")
-            self.stream.flush()
-            return
-        from unicache.repl.render import render
-
-        if self.echo and outcome.line is not None:
-            prefix = "! " if outcome.line.expect_error else ""
-            self.console.print(f"[dim]unicache> {prefix}[/dim]", end="")
-            self.console.print(outcome.line.text.removeprefix("!").strip(), markup=False, style="dim")
-        view = render(outcome.envelope)
-        if view is not None:
-            self.console.print(view)
-
-    def startup_error(self, exc: BaseException) -> None:
-        if self.json_mode:
-            self.stream.write(json.dumps({"cmd": "repl", "args": [], "ok": False, "error": error_json(exc)}) + "\n")
-        else:
-            self.console.print(f"[bold red]error[/bold red] [{type(exc).__name__}] ", end="")
-            self.console.print(str(exc), markup=False)
-
-    def banner(self, session: Session) -> None:
-        if self.json_mode:
-            return
-        from rich.text import Text
-
-        dump = session.dump
-        if dump is None:
-            self.console.print(Text(f"unicache repl — {session.source}. 'help' lists commands.", style="dim"))
-            return
-        err = dump.error
-        lines = [f"crash dump {session.dump_path} (format v{dump.version}, written {dump.created_at})"]
-        if err is not None:
-            lines.append(f"error: {err.type}: {err.message.splitlines()[0] if err.message else ''}")
-        seed = "-" if dump.seed is None else dump.seed
-        lines.append(f"seed {seed}, step {dump.step}, epoch {dump.epoch}, {len(dump.nodes)} nodes, "
-                     f"{len(dump.leases)} live leases, {len(dump.tickets)} live tickets")
-        for c in dump.capture_errors:
-            lines.append(f"not captured: {c.section} ({c.type}: {c.message})")
-        reproduce = dump.extra.get("reproduce")
-        if isinstance(reproduce, str):
-            lines.append(f"reproduce: {reproduce}")
-        lines.append("read-only: tree, pins, leases, lease, history, tickets, events, stats, check, dot, dump, "
-                     "assert. Commands that change a cache need a live one ('new').")
-        self.console.print(Text("\n".join(lines)))
 
 
 def _start(session: Session, args: Args) -> None:

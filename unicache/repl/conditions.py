@@ -117,10 +117,12 @@ class Probe:
         s = self.session
         cache = s.cache
         if cache is None or s.dump is not None:
-            sanity = s.view().sanity
-            if sanity is None:
+            view = s.view()
+            if view.revalidate():
+                return False
+            if view.sanity is None:
                 raise CommandSyntaxError("", "this dump recorded no sanity check; 'violation'/'clean' cannot be decided")
-            return sanity.ok
+            return view.sanity.ok
         if not cache.sanity_check().ok:
             return False
         data = s.driver.data_check() if s.driver is not None else None

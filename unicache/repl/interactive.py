@@ -19,7 +19,7 @@ from unicache.repl.commands.meta import TOPICS
 from unicache.repl.session import Session
 
 if TYPE_CHECKING:
-    from unicache.repl.app import Output
+    from unicache.repl.output import Output
 
 _NODE_ARGS = {"lock", "backup", "load-back", "pins", "tree", "history"}
 _FIXED: dict[str, tuple[str, ...]] = {

@@ -1,4 +1,8 @@
-"""`ManualEngine`: a transfer engine whose jobs complete only when told to (the REPL's `ack`)."""
+"""`ManualEngine`: a transfer engine whose jobs complete only when told to (the REPL's `ack`, and the tests).
+
+The one hand-driven engine of the project: the REPL's fresh caches and the
+cache's operation tests both run on it.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +13,30 @@ from unicache.transfer.base import Ack, TransferEngine, TransferJob
 
 
 class ManualEngine(TransferEngine):
-    """Holds every submitted job until `complete(ticket)`; the copy runs then, reading the source then.
+    """Holds every submitted job until it is completed; the copy runs then, reading the source then.
 
     So a slot freed or overwritten while its job waits shows up as wrong bytes
-    after the ack, exactly as with a real asynchronous copy. `withhold(ticket)`
-    keeps a job out of `flush()` and `next_ready()` (what `ack all`, `step` and
-    the cache's synchronous write-back use); an explicit `complete` still acks it.
-    `flush()` completes the jobs it names (all when None) that are not withheld; their acks come from the
-    next `poll()`, and `take_flushed()` tells which tickets that was.
+    after the ack, exactly as with a real asynchronous copy. Two ways to finish
+    a held job: `take(ticket)` hands its ack to the caller (the REPL delivers it
+    itself), `complete(ticket)` queues it for the cache's next `poll()` as an
+    asynchronous engine would. `withhold(ticket)` keeps a job out of `flush()`,
+    `complete_all()` and `next_ready()` (what `ack all`, `step` and the cache's
+    synchronous write-back use); an explicit `take`/`complete` still finishes it.
+    `take_flushed()` tells which tickets `flush()` completed.
     """
 
     def __init__(self) -> None:
-        self._jobs: dict[int, TransferJob] = {}
+        self.jobs: dict[int, TransferJob] = {}
+        """Held jobs by ticket, oldest first (a test may drop one to model a lost job)."""
         self._withheld: set[int] = set()
         self._acks: list[Ack] = []
         self._flushed: list[int] = []
 
     def submit(self, job: TransferJob) -> None:
-        if job.ticket in self._jobs:
+        if job.ticket in self.jobs:
             raise ValueError(f"ticket {job.ticket}: a job for it is already held (generation "
-                             f"{self._jobs[job.ticket].generation})")
-        self._jobs[job.ticket] = job
+                             f"{self.jobs[job.ticket].generation})")
+        self.jobs[job.ticket] = job
 
     def poll(self) -> list[Ack]:
         acks, self._acks = self._acks, []
@@ -37,34 +44,52 @@ class ManualEngine(TransferEngine):
 
     def flush(self, tickets: Collection[int] | None = None) -> None:
         """Complete the named held jobs (every held job when None) unless withheld."""
-        names = list(self._jobs) if tickets is None else [t for t in tickets if t in self._jobs]
+        names = list(self.jobs) if tickets is None else [t for t in tickets if t in self.jobs]
         for ticket in [t for t in names if t not in self._withheld]:
-            self._acks.append(self.complete(ticket))
+            self.complete(ticket)
             self._flushed.append(ticket)
 
     @property
     def pending(self) -> int:
-        return len(self._jobs) + len(self._acks)
+        return len(self.jobs) + len(self._acks)
 
-    def complete(self, ticket: int, *, ok: bool = True, detail: str = "") -> Ack:
-        """Finish the held job of `ticket` now: copy every row (unless `ok` is False) and return its ack."""
-        job = self._jobs.get(ticket)
+    def take(self, ticket: int, *, ok: bool = True, detail: str = "", copy: bool = True) -> Ack:
+        """Finish the held job of `ticket` now and return its ack (not queued: the caller delivers it).
+
+        The rows are copied when `ok` and `copy` (`copy=False` with `ok` models a
+        copy that reports success but moved nothing).
+        """
+        job = self.jobs.get(ticket)
         if job is None:
             raise NoSuchJobError(ticket, "the transfer engine holds no job for it "
                                          "(never submitted, or already acked)")
-        if ok:
+        if ok and copy:
             pools = self.pools
             if pools is None:
-                raise RuntimeError("ManualEngine.complete() before attach(pools)")
+                raise RuntimeError("ManualEngine.take() before attach(pools)")
             for op in job.copies:
                 pools.copy(op)
-        del self._jobs[ticket]
+        del self.jobs[ticket]
         self._withheld.discard(ticket)
         return job.ack(ok, detail)
 
+    def complete(self, ticket: int, ok: bool = True, *, detail: str = "", copy: bool = True) -> Ack:
+        """Finish the held job of `ticket` now (as `take`) and queue its ack for the next `poll()`."""
+        ack = self.take(ticket, ok=ok, detail=detail, copy=copy)
+        self._acks.append(ack)
+        return ack
+
+    def complete_all(self) -> None:
+        """Complete every held job that is not withheld, oldest first."""
+        self.flush()
+
+    def held(self) -> list[int]:
+        """Tickets of the held jobs, oldest first."""
+        return list(self.jobs)
+
     def withhold(self, ticket: int) -> None:
-        """Keep `ticket`'s job out of `flush`, `next_ready` and `ack all` until acked explicitly."""
-        if ticket not in self._jobs:
+        """Keep `ticket`'s job out of `flush`, `next_ready` and `ack all` until finished explicitly."""
+        if ticket not in self.jobs:
             raise NoSuchJobError(ticket, "cannot withhold: the transfer engine holds no job for it")
         self._withheld.add(ticket)
 
@@ -78,15 +103,11 @@ class ManualEngine(TransferEngine):
         return ticket in self._withheld
 
     def job(self, ticket: int) -> TransferJob | None:
-        return self._jobs.get(ticket)
-
-    def jobs(self) -> list[TransferJob]:
-        """Held jobs, oldest first."""
-        return list(self._jobs.values())
+        return self.jobs.get(ticket)
 
     def next_ready(self) -> int | None:
         """The oldest held job that is not withheld."""
-        for ticket in self._jobs:
+        for ticket in self.jobs:
             if ticket not in self._withheld:
                 return ticket
         return None
@@ -98,4 +119,4 @@ class ManualEngine(TransferEngine):
 
     def describe_jobs(self) -> list[tuple[int, int, str, bool]]:
         """(ticket, generation, kind, withheld) of every held job, oldest first (for crash dumps)."""
-        return [(j.ticket, j.generation, j.kind.value, j.ticket in self._withheld) for j in self._jobs.values()]
+        return [(j.ticket, j.generation, j.kind.value, j.ticket in self._withheld) for j in self.jobs.values()]

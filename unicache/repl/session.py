@@ -210,8 +210,8 @@ class Session:
         self.tickets.clear()
         manual = self.manual
         if manual is not None:
-            for job in manual.jobs():
-                cache.deliver(manual.complete(job.ticket, ok=False, detail="session closed"))
+            for job in list(manual.jobs.values()):
+                cache.deliver(manual.take(job.ticket, ok=False, detail="session closed"))
         else:
             cache.engine.flush()
             cache.poll()
@@ -253,7 +253,7 @@ class FreshDriver(Driver):
         if ticket is None:
             return None
         cache.ledger.step += 1
-        ack = manual.complete(ticket)
+        ack = manual.take(ticket)
         return StepReport(cache.ledger.step, {"acks": [deliver_json(cache, ack.ticket, ack.generation, ack.ok,
                                                                     lambda: cache.deliver(ack))]})
 

@@ -21,6 +21,7 @@ from typing import IO, cast
 import torch
 
 from unicache.traces.lines import iter_records, open_trace
+from unicache.traces.mix import mix32
 from unicache.traces.request import Trace, TraceFormatError, TraceRequest
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -33,8 +34,6 @@ def block_tokens(block_ids: list[int], tokens_per_block: int) -> torch.Tensor:
 
     Tokens are in ``1..2**31-1``; a block's tokens depend only on its id.
     """
-    from unicache.engine.reference import mix32
-
     ids = torch.tensor(block_ids, dtype=torch.int64).unsqueeze(1)
     k = torch.arange(tokens_per_block, dtype=torch.int64).unsqueeze(0)
     base = mix32(ids ^ _TOKEN_SALT) ^ mix32(ids >> 32)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from unicache.traces.mix import mix32
+
 
 class TraceFormatError(ValueError):
     """A trace file or record is malformed; the message names the file and line."""
@@ -75,8 +77,6 @@ def count_unique_prefix_tokens(requests: list[TraceRequest]) -> int:
     Two independent position-aware additive hashes, packed into one 63-bit key,
     identify each prefix; a collision needs 31 + 32 hash bits to agree.
     """
-    from unicache.engine.reference import mix32
-
     if not requests:
         return 0
     keys: list[torch.Tensor] = []

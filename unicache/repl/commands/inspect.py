@@ -237,16 +237,19 @@ def cmd_stats(s: Session, a: Args) -> JSONObject:
 def cmd_check(s: Session, a: Args) -> JSONObject:
     """Run the cache's sanity check (pin sets recomputed from live leases, pool accounting, tree
     links, residency rules) and, on a fresh cache, compare every published slot with the
-    reference model. On a dump, shows the check recorded when it was written.
+    reference model. On a dump, shows the check recorded when it was written plus what
+    re-validating the dump finds (ranges, references, slots held twice, lease node lists).
     Reports; does not fail. Use 'assert clean' to make a script fail on violations."""
     cache = s.cache
     if cache is None or s.dump is not None:
         view = s.view()
         sanity = view.sanity
+        recorded = [] if sanity is None else [v.to_json() for v in sanity.violations]
+        found: list[JSON] = [v.to_json() for v in view.revalidate()]
         return {
             "recorded": True,
-            "clean": None if sanity is None else sanity.ok,
-            "violations": [] if sanity is None else [v.to_json() for v in sanity.violations],
+            "clean": None if sanity is None and not found else (sanity is None or sanity.ok) and not found,
+            "violations": [*recorded, *found],
             "data": None,
         }
     report = cache.sanity_check()

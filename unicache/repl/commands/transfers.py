@@ -48,12 +48,12 @@ def cmd_ack(s: Session, a: Args) -> JSONObject:
                              "status": c.status.value, "node": c.anchor_id})
         else:
             while (ticket := manual.next_ready()) is not None:
-                ack = manual.complete(ticket, ok=ok, detail=detail)
+                ack = manual.take(ticket, ok=ok, detail=detail)
                 acks.append(deliver_json(cache, ack.ticket, ack.generation, ack.ok, lambda: cache.deliver(ack)))
         return {"acks": acks}
     ticket = parse_ticket(target)
     if manual is not None and manual.job(ticket) is not None and forced is None:
-        ack = manual.complete(ticket, ok=ok, detail=detail)
+        ack = manual.take(ticket, ok=ok, detail=detail)
     else:
         generation = forced if forced is not None else s.generations.get(ticket)
         if generation is None:
