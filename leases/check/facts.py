@@ -25,6 +25,8 @@ Facts: TypeAlias = frozenset[Fact]
 State: TypeAlias = dict[Var, Facts]
 
 NOTHING_FACTS: Final[Facts] = frozenset({(NOTHING, 0, 0, "")})
+MAX_ITERATIONS: Final = 32
+"""Loop and comprehension fixpoints give up after this many passes."""
 
 
 def borrowed(noun: str) -> Facts:

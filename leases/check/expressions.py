@@ -1,0 +1,276 @@
+"""Expressions and calls: what each evaluation lends, moves or consumes."""
+
+from __future__ import annotations
+
+from mypy.nodes import (
+    AssertTypeExpr,
+    AssignmentExpr,
+    AwaitExpr,
+    CallExpr,
+    CastExpr,
+    ComparisonExpr,
+    ConditionalExpr,
+    DictExpr,
+    DictionaryComprehension,
+    Expression,
+    GeneratorExpr,
+    IndexExpr,
+    LambdaExpr,
+    ListComprehension,
+    ListExpr,
+    MemberExpr,
+    MypyFile,
+    NameExpr,
+    OpExpr,
+    RefExpr,
+    RevealExpr,
+    SetComprehension,
+    SetExpr,
+    StarExpr,
+    TupleExpr,
+    UnaryExpr,
+    YieldExpr,
+    YieldFromExpr,
+)
+from mypy.types import TupleType, Type, get_proper_type
+
+from leases.check import codes
+from leases.check.facts import (
+    BORROWED,
+    HELD,
+    MAX_ITERATIONS,
+    NONE,
+    NOTHING_FACTS,
+    OTHER,
+    State,
+    Value,
+    join,
+    join_all,
+    same,
+)
+from leases.check.model import classify
+from leases.check.ownership import OwnershipBase
+from leases.check.walk import children
+
+
+class ExpressionsMixin(OwnershipBase):
+    """Expression and call analysis."""
+
+    def ev(self, e: Expression) -> Value:
+        """Evaluate `e` for its ownership effects; return where its value comes from."""
+        if self.st is None:
+            return OTHER
+        if isinstance(e, NameExpr):
+            var = self.local_var(e)
+            if var is not None:
+                return Value("var", e.line, e.column, var=var)
+            if e.fullname == "builtins.None":
+                return NONE
+            return OTHER
+        if isinstance(e, MemberExpr):
+            if isinstance(e.expr, RefExpr) and isinstance(e.expr.node, MypyFile):
+                return OTHER
+            self.lend(self.ev(e.expr))
+            return OTHER
+        if isinstance(e, CallExpr):
+            return self.call(e)
+        if isinstance(e, (TupleExpr, ListExpr, SetExpr)):
+            for item in e.items:
+                if isinstance(item, StarExpr):
+                    self.lend(self.ev(item.expr))
+                else:
+                    self.sink(item, lambda v: self.transfer(v, "storing it in a container", e.line))
+            return OTHER
+        if isinstance(e, DictExpr):
+            for key, value in e.items:
+                if key is not None:
+                    self.lend(self.ev(key))
+                self.sink(value, lambda v: self.transfer(v, "storing it in a container", e.line))
+            return OTHER
+        if isinstance(e, ComparisonExpr):
+            for op, operand in zip(["" ] + list(e.operators), e.operands):
+                if isinstance(operand, (TupleExpr, ListExpr, SetExpr)):
+                    for item in operand.items:
+                        self.lend(self.ev(item))
+                    continue
+                v = self.ev(operand)
+                if v.kind == "var" and ("is" in e.operators or "is not" in e.operators):
+                    continue
+                self.lend(v)
+            return OTHER
+        if isinstance(e, OpExpr):
+            if e.op in ("and", "or"):
+                t, f = self.cond(e.left)
+                self.st = t if e.op == "and" else f
+                skipped = f if e.op == "and" else t
+                self.lend(self.ev(e.right))
+                self.st = join(self.st, skipped)
+                return OTHER
+            self.lend(self.ev(e.left))
+            self.lend(self.ev(e.right))
+            return OTHER
+        if isinstance(e, ConditionalExpr):
+            t, f = self.cond(e.cond)
+            self.st = t
+            self.lend(self.ev(e.if_expr))
+            after = self.st
+            self.st = f
+            self.lend(self.ev(e.else_expr))
+            self.st = join(after, self.st)
+            return OTHER
+        if isinstance(e, (CastExpr, AssertTypeExpr)):
+            return self.ev(e.expr)
+        if isinstance(e, AssignmentExpr):
+            self.sink(e.value, lambda v: self.bind(e.target, v, e.line))
+            var = self.local_var(e.target)
+            return Value("var", e.line, e.column, var=var) if var is not None else OTHER
+        if isinstance(e, AwaitExpr):
+            inner = self.ev(e.expr)
+            self.lend(inner)
+            if isinstance(e.expr, CallExpr):
+                return self.call_result(e.expr, self.types.get(e), e)
+            return OTHER
+        if isinstance(e, YieldExpr):
+            if e.expr is not None:
+                v = self.ev(e.expr)
+                if v.kind != "fresh":
+                    self.lend(v)
+            return OTHER
+        if isinstance(e, (ListComprehension, SetComprehension)):
+            self.comprehension(e.generator, None)
+            return OTHER
+        if isinstance(e, GeneratorExpr):
+            self.comprehension(e, None)
+            return OTHER
+        if isinstance(e, DictionaryComprehension):
+            self.comprehension(e, e)
+            return OTHER
+        if isinstance(e, LambdaExpr):
+            self.capture_check(e, "a lambda")
+            self.mod.enqueue_function(e, self.enclosing | frozenset(self.locals))
+            return OTHER
+        if isinstance(e, (IndexExpr,)):
+            self.lend(self.ev(e.base))
+            self.lend(self.ev(e.index))
+            return OTHER
+        if isinstance(e, (UnaryExpr, StarExpr, YieldFromExpr)):
+            self.lend(self.ev(e.expr))
+            return OTHER
+        if isinstance(e, RevealExpr):
+            if e.expr is not None:
+                self.lend(self.ev(e.expr))
+            return OTHER
+        for child in children(e):
+            if isinstance(child, Expression):
+                self.lend(self.ev(child))
+        return OTHER
+
+    def comprehension(self, g: GeneratorExpr | DictionaryComprehension,
+                      dict_comp: DictionaryComprehension | None) -> None:
+        self.lend(self.ev(g.sequences[0]))
+        if self.st is None:
+            return
+        entry = self.st
+        line = g.line
+
+        def one_pass(head: State) -> State | None:
+            self.st = dict(head)
+            skipped: list[State | None] = []
+            for i, (index, seq, conds) in enumerate(zip(g.indices, g.sequences, g.condlists)):
+                if i > 0:
+                    self.lend(self.ev(seq))
+                self.bind(index, OTHER, line)
+                for c in conds:
+                    t, f = self.cond(c)
+                    skipped.append(f)
+                    self.st = t
+            if dict_comp is not None:
+                if dict_comp.key is not None:
+                    self.lend(self.ev(dict_comp.key))
+                self.sink(dict_comp.value,
+                          lambda v: self.transfer(v, "storing it in a container", line))
+            elif isinstance(g, GeneratorExpr):
+                self.sink(g.left_expr, lambda v: self.transfer(v, "storing it in a container", line))
+            return join_all([self.st, *skipped])
+
+        head = entry
+        self.muted += 1
+        try:
+            for _ in range(MAX_ITERATIONS):
+                end = one_pass(head)
+                new_head = join(entry, end)
+                assert new_head is not None
+                if same(new_head, head):
+                    break
+                head = new_head
+        finally:
+            self.muted -= 1
+        one_pass(head)
+        self.st = head
+
+
+    def call(self, e: CallExpr) -> Value:
+        callee = e.callee
+        receiver: Value | None = None
+        receiver_type: Type | None = None
+        if isinstance(callee, MemberExpr) and not (
+            isinstance(callee.expr, RefExpr) and isinstance(callee.expr.node, MypyFile)
+        ):
+            receiver = self.ev(callee.expr)
+            receiver_type = self.types.get(callee.expr)
+        elif not isinstance(callee, (NameExpr, MemberExpr)):
+            self.lend(self.ev(callee))
+        modes = self.calls.argument_modes(e, receiver_type)
+        for arg, mode in zip(e.args, modes):
+            if self.st is None:
+                return OTHER
+            if mode == "own":
+                self.sink(arg, lambda v: self.transfer(v, "passing it to an owning parameter", e.line))
+            elif mode == "untyped":
+                self.sink(arg, self.untyped_argument)
+            else:
+                self.sink(arg, self.lend)
+        if receiver is not None and self.st is not None:
+            assert isinstance(callee, MemberExpr)
+            if self.calls.is_consuming(receiver_type, callee.name):
+                self.consume(receiver, callee.line, callee.column)
+            else:
+                self.lend(receiver)
+        return self.call_result(e, self.types.get(e), e)
+
+    def untyped_argument(self, v: Value) -> None:
+        if v.kind == "var" and v.var is not None and any(
+            f[0] in (HELD, BORROWED) for f in self.facts(v.var)
+        ):
+            self.report(v.line, v.column, codes.ESCAPE.code,
+                        f'"{v.var.name}" is passed to an untyped callee; '
+                        f"its ownership cannot be followed")
+            assert self.st is not None
+            self.st[v.var] = NOTHING_FACTS
+        elif v.kind == "fresh":
+            self.report(v.line, v.column, codes.ESCAPE.code,
+                        f'{v.noun} returned by "{v.source}" is passed to an untyped callee; '
+                        f"its ownership cannot be followed")
+        else:
+            self.lend(v)
+
+    def call_result(self, call: CallExpr, t: Type | None, at: Expression) -> Value:
+        if self.st is None or t is None:
+            return OTHER
+        p = get_proper_type(t)
+        if isinstance(p, TupleType):
+            nouns = tuple((k.noun if (k := classify(item)) else None) for item in p.items)
+            if any(nouns) and self.calls.returns_owned(call) == "owned":
+                return Value("tuple", at.line, at.column, items=nouns, source=self.calls.callee_name(call))
+            return OTHER
+        kind = classify(t)
+        if kind is None:
+            return OTHER
+        owned = self.calls.returns_owned(call)
+        if owned == "owned":
+            return Value("fresh", at.line, at.column, noun=kind.noun, source=self.calls.callee_name(call))
+        if owned == "borrowed":
+            return Value("borrowed", at.line, at.column, noun=kind.noun, source=self.calls.callee_name(call))
+        return OTHER
+
+
