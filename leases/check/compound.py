@@ -12,6 +12,7 @@ from mypy.nodes import (
     FuncBase,
     IntExpr,
     MatchStmt,
+    MemberExpr,
     NameExpr,
     RefExpr,
     TryStmt,
@@ -21,14 +22,31 @@ from mypy.nodes import (
     WhileStmt,
     WithStmt,
 )
-from mypy.patterns import AsPattern, OrPattern, Pattern
-from mypy.types import CallableType, Instance, get_proper_type
+from mypy.patterns import (
+    AsPattern,
+    ClassPattern,
+    OrPattern,
+    Pattern,
+    SingletonPattern,
+    ValuePattern,
+)
+from mypy.types import (
+    CallableType,
+    FunctionLike,
+    Instance,
+    TupleType,
+    Type,
+    TypeType,
+    UnionType,
+    get_proper_type,
+)
 
 from leases.check.facts import (
     HELD,
     MAX_ITERATIONS,
     OTHER,
     RELEASED,
+    Facts,
     LoopFrame,
     State,
     TryFrame,
@@ -38,7 +56,7 @@ from leases.check.facts import (
     join_all,
     same,
 )
-from leases.check.model import Tracked, classify
+from leases.check.model import LEASE, Tracked, classify, is_linear_info
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import name_refs
 
@@ -201,17 +219,25 @@ class CompoundMixin(OwnershipBase):
         return self.st
 
     def handler_classes(self, e: Expression) -> list[TypeInfo] | None:
+        """The classes an `except` clause catches, from the clause's type (a tuple variable too).
+
+        None when they cannot be known: the handler is then taken to catch everything.
+        """
         items = e.items if isinstance(e, TupleExpr) else [e]
         out: list[TypeInfo] = []
         for item in items:
             if isinstance(item, RefExpr) and isinstance(item.node, TypeInfo):
                 out.append(item.node)
-            else:
-                return []
+                continue
+            found = _caught_by_type(self.types.get(item))
+            if found is None:
+                return None
+            out.extend(found)
         return out
 
     def with_stmt(self, s: WithStmt) -> None:
         after_block: list[Var] = []
+        kept: list[tuple[Var, Facts]] = []
         swallows = False
         for expr, target in zip(s.expr, s.target):
             v = self.ev(expr)
@@ -219,10 +245,15 @@ class CompoundMixin(OwnershipBase):
                 return
             if v.kind == "var" and v.var is not None:
                 self.check_use(v.var, v.line, v.column)
-                held = [f for f in self.facts(v.var) if f[0] == HELD]
+                facts = self.facts(v.var)
+                held = [f for f in facts if f[0] == HELD]
                 if held:
                     self.st[v.var] = borrowed(held[0][3])
-                    after_block.append(v.var)
+                    exit_name = "__aexit__" if s.is_async else "__exit__"
+                    if self.calls.is_consuming(self.types.get(expr), exit_name):
+                        after_block.append(v.var)
+                    else:
+                        kept.append((v.var, facts))
             swallows = swallows or self.exit_swallows(expr, s.is_async)
             if target is not None:
                 var = self.local_var(target)
@@ -247,6 +278,8 @@ class CompoundMixin(OwnershipBase):
             for var in after_block:
                 noun = "Lease" if var.type is None else (classify(var.type) or Tracked("Lease", True)).noun
                 self.st[var] = frozenset({(RELEASED, s.line, s.column, noun)})
+            for var, facts in kept:
+                self.st[var] = facts
 
     def exit_swallows(self, cm: Expression, is_async: bool) -> bool:
         """Whether the context manager's `__exit__` is declared to return `bool`."""
@@ -271,10 +304,15 @@ class CompoundMixin(OwnershipBase):
             return
         remaining: State | None = self.st
         outs: list[State | None] = []
+        subject = self.local_var(s.subject)
+        enum_left = _enum_members(self.types.get(s.subject))
         for pattern, guard, body in zip(s.patterns, s.guards, s.bodies):
             if remaining is None:
                 break
             self.st = dict(remaining)
+            presence = self.pattern_presence(pattern) if subject is not None else None
+            if subject is not None and presence is not None:
+                self.st = self.narrow(self.st, subject, present=presence)
             self.bind_pattern(pattern)
             if guard is not None:
                 t, f = self.cond(guard)
@@ -282,11 +320,27 @@ class CompoundMixin(OwnershipBase):
                 self.st = t
             elif self.irrefutable(pattern):
                 remaining = None
+            else:
+                if subject is not None and presence is not None:
+                    remaining = self.narrow(remaining, subject, present=not presence)
+                if enum_left is not None:
+                    enum_left -= _enum_values(pattern)
+                    if not enum_left:
+                        remaining = None
             if self.st is not None:
                 self.block(body)
             outs.append(self.st)
         outs.append(remaining)
         self.st = join_all(outs)
+
+    def pattern_presence(self, p: Pattern) -> bool | None:
+        """False for `case None:`, True for a class pattern of a tracked class, else None."""
+        if isinstance(p, SingletonPattern):
+            return False if p.value is None else None
+        if isinstance(p, ClassPattern) and isinstance(p.class_ref.node, TypeInfo):
+            info = p.class_ref.node
+            return True if info.fullname == LEASE or is_linear_info(info) else None
+        return None
 
     def irrefutable(self, p: Pattern) -> bool:
         if isinstance(p, AsPattern):
@@ -300,3 +354,42 @@ class CompoundMixin(OwnershipBase):
             if isinstance(name.node, Var) and name.node in self.locals and name.is_new_def:
                 self.bind(name, OTHER, name.line)
 
+
+def _caught_by_type(t: Type | None) -> list[TypeInfo] | None:
+    """Exception classes named by a value of type `t`: `type[E]`, a tuple of them, or a union."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, TypeType):
+        item = get_proper_type(p.item)
+        return [item.type] if isinstance(item, Instance) else None
+    if isinstance(p, FunctionLike) and p.is_type_obj():
+        return [p.type_object()]
+    if isinstance(p, TupleType):
+        parts = [_caught_by_type(item) for item in p.items]
+    elif isinstance(p, UnionType):
+        parts = [_caught_by_type(item) for item in p.items]
+    elif isinstance(p, Instance) and p.type.fullname == "builtins.tuple" and p.args:
+        parts = [_caught_by_type(p.args[0])]
+    else:
+        return None
+    out: list[TypeInfo] = []
+    for part in parts:
+        if part is None:
+            return None
+        out.extend(part)
+    return out
+
+
+def _enum_members(t: Type | None) -> set[str] | None:
+    """The member names of the enum type `t`, for exhaustiveness of a `match` on it."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, Instance) and p.type.is_enum:
+        return set(p.type.enum_members)
+    return None
+
+
+def _enum_values(p: Pattern) -> set[str]:
+    if isinstance(p, OrPattern):
+        return set().union(*(_enum_values(sub) for sub in p.patterns))
+    if isinstance(p, ValuePattern) and isinstance(p.expr, MemberExpr):
+        return {p.expr.name}
+    return set()

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from mypy.nodes import (
     AssignmentExpr,
+    CallExpr,
     ComparisonExpr,
     Expression,
+    MemberExpr,
     NameExpr,
     OpExpr,
+    RefExpr,
+    TypeInfo,
     UnaryExpr,
     Var,
 )
 from mypy.types import Instance, NoneType, UnionType, get_proper_type
 
-from leases.check.facts import NOTHING, NOTHING_FACTS, State, join
-from leases.check.model import tracked_instance
+from leases.check.facts import State, join
+from leases.check.model import LEASE, is_linear_info, tracked_instance
 from leases.check.ownership import OwnershipBase
 
 
@@ -65,8 +69,18 @@ class ConditionsMixin(OwnershipBase):
             if var is None:
                 return None
             return var, e.operators[0] in ("is not", "!=")
-        if isinstance(e, (NameExpr, AssignmentExpr)):
-            name = e if isinstance(e, NameExpr) else e.target
+        if (
+            isinstance(e, CallExpr) and isinstance(e.callee, NameExpr)
+            and e.callee.fullname == "builtins.isinstance" and len(e.args) == 2
+            and isinstance(e.args[1], RefExpr) and isinstance(e.args[1].node, TypeInfo)
+        ):
+            info = e.args[1].node
+            var = self.local_var(e.args[0])
+            if var is not None and (info.fullname == LEASE or is_linear_info(info)):
+                return var, True
+            return None
+        if isinstance(e, (NameExpr, AssignmentExpr, MemberExpr)):
+            name = e.target if isinstance(e, AssignmentExpr) else e
             if not self.truthiness_is_presence(name):
                 return None
             var = self.tested_var(e)
@@ -93,17 +107,6 @@ class ConditionsMixin(OwnershipBase):
                       and ip.type.get("__bool__") is None and ip.type.get("__len__") is None):
                 return False
         return seen_none
-
-    @staticmethod
-    def narrow(st: State, var: Var, *, present: bool) -> State:
-        out = dict(st)
-        facts = st.get(var, NOTHING_FACTS)
-        if present:
-            kept = frozenset(f for f in facts if f[0] != NOTHING)
-            out[var] = kept or facts
-        else:
-            out[var] = NOTHING_FACTS
-        return out
 
 
 def _is_none(e: Expression) -> bool:

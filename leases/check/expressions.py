@@ -32,7 +32,7 @@ from mypy.nodes import (
     YieldExpr,
     YieldFromExpr,
 )
-from mypy.types import TupleType, Type, get_proper_type
+from mypy.types import AnyType, CallableType, Instance, TupleType, Type, get_proper_type
 
 from leases.check import codes
 from leases.check.facts import (
@@ -48,7 +48,14 @@ from leases.check.facts import (
     join_all,
     same,
 )
-from leases.check.model import classify
+from leases.check.model import (
+    GENERATOR_TYPES,
+    LEASE_CONSUMING,
+    MOVE_OUT_METHODS,
+    classify,
+    container_item,
+    is_borrowed,
+)
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children
 
@@ -70,7 +77,14 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(e, MemberExpr):
             if isinstance(e.expr, RefExpr) and isinstance(e.expr.node, MypyFile):
                 return OTHER
-            self.lend(self.ev(e.expr))
+            place = self.local_var(e) if self.places else None
+            if place is not None:
+                return Value("var", e.line, e.column, var=place)
+            receiver = self.ev(e.expr)
+            if receiver.kind == "var" and self.calls.is_consuming(self.types.get(e.expr), e.name):
+                self.transfer(receiver, "binding its consuming method", e.line)
+            else:
+                self.lend(receiver)
             return OTHER
         if isinstance(e, CallExpr):
             return self.call(e)
@@ -79,13 +93,13 @@ class ExpressionsMixin(OwnershipBase):
                 if isinstance(item, StarExpr):
                     self.lend(self.ev(item.expr))
                 else:
-                    self.sink(item, lambda v: self.transfer(v, "storing it in a container", e.line))
+                    self.sink(item, lambda v: self.store(v, e.line))
             return OTHER
         if isinstance(e, DictExpr):
             for key, value in e.items:
                 if key is not None:
                     self.lend(self.ev(key))
-                self.sink(value, lambda v: self.transfer(v, "storing it in a container", e.line))
+                self.sink(value, lambda v: self.store(v, e.line))
             return OTHER
         if isinstance(e, ComparisonExpr):
             for op, operand in zip(["" ] + list(e.operators), e.operands):
@@ -131,7 +145,9 @@ class ExpressionsMixin(OwnershipBase):
                 return self.call_result(e.expr, self.types.get(e), e)
             return OTHER
         if isinstance(e, YieldExpr):
-            if e.expr is not None:
+            if e.expr is not None and self.yields_owned():
+                self.sink(e.expr, lambda v: self.transfer(v, "yielding it", e.line))
+            elif e.expr is not None:
                 v = self.ev(e.expr)
                 if v.kind != "fresh":
                     self.lend(v)
@@ -149,9 +165,12 @@ class ExpressionsMixin(OwnershipBase):
             self.capture_check(e, "a lambda")
             self.mod.enqueue_function(e, self.enclosing | frozenset(self.locals))
             return OTHER
-        if isinstance(e, (IndexExpr,)):
+        if isinstance(e, IndexExpr):
             self.lend(self.ev(e.base))
             self.lend(self.ev(e.index))
+            kind = classify(self.types.get(e))
+            if kind is not None:
+                return Value("borrowed", e.line, e.column, noun=kind.noun, source="a subscript")
             return OTHER
         if isinstance(e, (UnaryExpr, StarExpr, YieldFromExpr)):
             self.lend(self.ev(e.expr))
@@ -234,9 +253,53 @@ class ExpressionsMixin(OwnershipBase):
             assert isinstance(callee, MemberExpr)
             if self.calls.is_consuming(receiver_type, callee.name):
                 self.consume(receiver, callee.line, callee.column)
+            elif (
+                callee.name in LEASE_CONSUMING and receiver.kind == "var" and receiver.var is not None
+                and isinstance(get_proper_type(receiver_type), AnyType)
+                and self.not_owning_parameter(receiver.var)
+            ):
+                self.report(callee.line, callee.column, codes.NOT_OWNED.code,
+                            f'"{receiver.var.name}" is typed Any, so "{callee.name}()" may consume '
+                            f"a value this function does not own; declare its type")
             else:
                 self.lend(receiver)
+        if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
+            moved = self.moved_out(e, receiver_type)
+            if moved is not None:
+                return moved
         return self.call_result(e, self.types.get(e), e)
+
+    def moved_out(self, e: CallExpr, receiver_type: Type | None) -> Value | None:
+        """`d.pop(k)`, `d.popitem()`, `q.popleft()` on a container of owned values: a fresh owner."""
+        item = container_item(receiver_type)
+        if item is None or is_borrowed(item) or classify(item) is None:
+            return None
+        t = self.types.get(e)
+        p = get_proper_type(t) if t is not None else None
+        source = self.calls.callee_name(e)
+        if isinstance(p, TupleType):
+            nouns = tuple((k.noun if (k := classify(x)) else None) for x in p.items)
+            return Value("tuple", e.line, e.column, items=nouns, source=source)
+        kind = classify(t)
+        if kind is None:
+            return None
+        return Value("fresh", e.line, e.column, noun=kind.noun, source=source)
+
+    def yields_owned(self) -> bool:
+        """Whether this generator hands what it yields to its consumer (`Iterator[Lease[...]]`).
+
+        A `@contextmanager` generator lends what it yields to the `with` block.
+        """
+        fn = self.fn
+        if fn is None or fn in self.mod.lending_generators:
+            return False
+        sig = get_proper_type(fn.type) if fn.type is not None else None
+        if not isinstance(sig, CallableType):
+            return False
+        ret = get_proper_type(sig.ret_type)
+        if not (isinstance(ret, Instance) and ret.type.fullname in GENERATOR_TYPES and ret.args):
+            return False
+        return not is_borrowed(ret.args[0]) and classify(ret.args[0]) is not None
 
     def untyped_argument(self, v: Value) -> None:
         if v.kind == "var" and v.var is not None and any(

@@ -165,9 +165,12 @@ Frame: TypeAlias = LoopFrame | TryFrame | WithFrame
 def exception_state(pre: State, post: State | None) -> State:
     """The state a handler sees if a simple statement raises.
 
-    The statement's own releases and transfers count as done (a consuming
-    call that raises is a bug of its own, not a leak path); whatever it
-    acquired counts as not acquired.
+    The statement's own hand-offs and lease releases count as done (a
+    `Lease.release` that raises found the lease already released or
+    revoked); a `@consumes` method of a linear class that raises leaves its
+    receiver unconsumed, as at runtime, so `try: t.result() except Pending:
+    t.abandon()` is correct. Whatever the statement acquired counts as not
+    acquired.
     """
     if post is None:
         return pre
@@ -176,7 +179,9 @@ def exception_state(pre: State, post: State | None) -> State:
         before = pre.get(var)
         if before is None or before is facts:
             continue
-        if all(f[0] in (RELEASED, MOVED) for f in facts) and any(f[0] == HELD for f in before):
+        if all(f[0] == MOVED or (f[0] == RELEASED and f[3] == "Lease") for f in facts) and any(
+            f[0] == HELD for f in before
+        ):
             if out is pre:
                 out = dict(pre)
             out[var] = facts

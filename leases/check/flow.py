@@ -29,17 +29,25 @@ from mypy.nodes import (
     Node,
     NonlocalDecl,
     OverloadedFuncDef,
+    RefExpr,
     Statement,
     Var,
 )
 from mypy.types import CallableType, Type, get_proper_type
 
+from leases.check import codes
 from leases.check.calls import CallModel
 from leases.check.compound import CompoundMixin
 from leases.check.conditions import ConditionsMixin
 from leases.check.expressions import ExpressionsMixin
 from leases.check.facts import HELD, Frame, State, borrowed
-from leases.check.model import classify, is_borrowed, param_mode
+from leases.check.fields import FieldsMixin, unowned_fields
+from leases.check.model import (
+    CONTEXT_MANAGER_DECORATORS,
+    classify,
+    is_borrowed,
+    param_mode,
+)
 from leases.check.ownership import OwnershipBase
 from leases.check.report import Diagnostic
 from leases.check.statements import StatementsMixin
@@ -54,6 +62,7 @@ class ModuleChecker:
         self.types = types
         self.found: dict[tuple[int, str, str], Diagnostic] = {}
         self.queue: deque[tuple[FuncItem | None, list[Statement], frozenset[Var]]] = deque()
+        self.lending_generators: set[FuncItem] = set()
 
     def run(self) -> list[Diagnostic]:
         if self.tree.is_stub:
@@ -83,11 +92,21 @@ class ModuleChecker:
         if isinstance(node, FuncDef):
             self.enqueue_function(node, enclosing)
         elif isinstance(node, Decorator):
+            if any(isinstance(d, RefExpr) and d.fullname in CONTEXT_MANAGER_DECORATORS
+                   for d in node.original_decorators):
+                self.lending_generators.add(node.func)
             self.enqueue_function(node.func, enclosing)
         elif isinstance(node, OverloadedFuncDef):
             if node.impl is not None:
                 self.enqueue_definition(node.impl, enclosing)
         elif isinstance(node, ClassDef):
+            for field in unowned_fields(node.info):
+                what = "container field" if field.container else "field"
+                values = f"{field.noun} values" if field.container else f"a {field.noun}"
+                self.report(field.line, 0, codes.OWNER.code,
+                            f'Class "{node.name}" keeps {values} in {what} "{field.name}" but is '
+                            f"not @linear: mark it @linear and discharge the field in its "
+                            f"@consumes methods (or declare the field Borrowed[...])")
             self.queue.append((None, node.defs.body, enclosing))
 
 
@@ -123,6 +142,7 @@ def _scan_nonlocals(node: Node, names: set[str]) -> None:
 
 
 class FunctionChecker(
+    FieldsMixin,
     StatementsMixin, CompoundMixin, ConditionsMixin, ExpressionsMixin, OwnershipBase
 ):
     """The analysis of one function body (or of module/class level statements)."""
@@ -152,6 +172,10 @@ class FunctionChecker(
             self.locals, self.refs = set(), Counter()
         self.return_lends = False
         self.exit_state: State | None = None
+        self.places = {}
+        self.place_bases = {}
+        self.links = {}
+        self.discharging = set()
 
     def run(self) -> None:
         fn = self.fn
@@ -175,8 +199,13 @@ class FunctionChecker(
                         st[var] = borrowed(noun)
                     elif mode == "own":
                         st[var] = frozenset({(HELD, arg.line, arg.column, noun)})
+            self.setup_places(fn, st)
         self.st = st
         if self.body and self._block_unreachable_by_types(self.body):
+            if fn is not None:
+                self.report(fn.line, fn.column, codes.UNCHECKED.code,
+                            f'Function "{fn.name}" was not type-checked by mypy (unannotated or '
+                            f"@no_type_check), so its ownership is not checked")
             return
         self.stmts(self.body)
         if fn is None:
@@ -186,6 +215,7 @@ class FunctionChecker(
             self.exits.append(("end", self.st, end))
         for exit_kind, state, line in self.exits:
             self.check_exit(state, exit_kind, line)
+            self.check_fields(state, exit_kind, line)
 
 
 

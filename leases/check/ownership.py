@@ -72,6 +72,14 @@ class OwnershipBase:
     refs: Counter[Var]
     return_lends: bool
     exit_state: State | None
+    places: dict[tuple[Var, str], Var]
+    """(parameter, attribute) -> the variable standing for that owned field."""
+    place_bases: dict[Var, Var]
+    """Field variable -> the parameter whose field it is."""
+    discharging: set[Var]
+    """Holders whose owned fields this function must discharge (see `leases.check.fields`)."""
+    links: dict[Var, Var]
+    """Local -> the field variable it was last bound from (`x = self.f`)."""
 
     def ev(self, e: Expression) -> Value:
         raise NotImplementedError
@@ -97,8 +105,12 @@ class OwnershipBase:
         targets = only if only is not None else list(st)
         for var in targets:
             facts = st.get(var)
-            if not facts:
+            if not facts or var in self.place_bases:
                 continue
+            if var in self.discharging:
+                continue
+            if self.borrowed_from_field(st, var):
+                facts = frozenset(f for f in facts if f[0] != HELD)
             held = sorted({(f[1], f[2], f[3]) for f in facts if f[0] == HELD})
             if not held:
                 continue
@@ -111,6 +123,23 @@ class OwnershipBase:
                     f"{self.where(kind, line)}",
                 )
 
+    def borrowed_from_field(self, st: State, var: Var) -> bool:
+        """`x = self.f` with the field never reset: `x` only borrowed what the field still holds."""
+        place = self.links.get(var)
+        return place is not None and any(f[0] == MOVED for f in st.get(place, ()))
+
+    def narrow(self, st: State, var: Var, *, present: bool) -> State:
+        out = dict(st)
+        facts = st.get(var, NOTHING_FACTS)
+        if present:
+            kept = frozenset(f for f in facts if f[0] != NOTHING)
+            out[var] = kept or facts
+        else:
+            out[var] = NOTHING_FACTS
+            place = self.links.get(var)
+            if place is not None and all(f[0] in (MOVED, NOTHING) for f in st.get(place, ())):
+                out[place] = NOTHING_FACTS
+        return out
 
     def current(self) -> State | None:
         """The state now (a call, so mypy does not keep narrowing across evaluations)."""
@@ -121,9 +150,22 @@ class OwnershipBase:
         return self.st.get(var, NOTHING_FACTS)
 
     def local_var(self, e: Expression) -> Var | None:
+        """The variable `e` names: a local, or an owned field of a parameter (`self.full`)."""
         if isinstance(e, NameExpr) and isinstance(e.node, Var) and e.node in self.locals:
             return e.node
+        if isinstance(e, MemberExpr) and isinstance(e.expr, NameExpr) and self.places:
+            base = e.expr.node
+            if isinstance(base, Var):
+                return self.places.get((base, e.name))
         return None
+
+    def fields_gone(self, base: Var) -> None:
+        """`base` itself was consumed or handed on: its fields went with it."""
+        if self.st is None or not self.places:
+            return
+        for (owner, _), place in self.places.items():
+            if owner is base:
+                self.st[place] = NOTHING_FACTS
 
     def record_exception(self, state: State | None = None) -> None:
         """The current state may reach the innermost handler: any statement may raise."""
@@ -243,6 +285,23 @@ class OwnershipBase:
         if owned:
             noun = owned[0][3]
             self.st[var] = frozenset({(MOVED, line, 0, noun)})
+        self.fields_gone(var)
+
+    def not_owning_parameter(self, var: Var) -> bool:
+        """A parameter declared with a type that owns nothing (`object`, `Any`, a protocol)."""
+        fn = self.fn
+        if fn is None or var.is_self or var.is_cls or var in self.place_bases:
+            return False
+        if not any(arg.variable is var for arg in fn.arguments):
+            return False
+        return classify(var.type) is None
+
+    def store(self, v: Value, line: int) -> None:
+        """An item of a display: a local moves into it, a field only lends (it still holds it)."""
+        if v.kind == "var" and v.var in self.place_bases:
+            self.lend(v)
+        else:
+            self.transfer(v, "storing it in a container", line)
 
     def consume(self, v: Value, line: int, column: int) -> None:
         if self.st is None:
@@ -257,6 +316,11 @@ class OwnershipBase:
         var = v.var
         facts = self.facts(var)
         owned = [f for f in facts if f[0] != NOTHING]
+        if not owned and self.not_owning_parameter(var):
+            self.report(line, column, codes.NOT_OWNED.code,
+                        f'"{var.name}" is not owned here (its parameter type is not a lease or '
+                        f"linear type); take it as one to consume it")
+            return
         if any(f[0] == BORROWED for f in facts):
             noun = next((f[3] for f in facts if f[3]), "Lease")
             self.report(line, column, codes.DOUBLE_RELEASE.code,
@@ -276,12 +340,15 @@ class OwnershipBase:
         if owned:
             noun = v.noun or owned[0][3] or "Lease"
             self.st[var] = frozenset({(RELEASED, line, column, noun)})
+        self.fields_gone(var)
 
     def bind_local(self, var: Var, v: Value, line: int, column: int) -> None:
         """`var = <value>`: the old value must not be held; the new one may be."""
         assert self.st is not None
         if v.kind == "var" and v.var is var:
             return
+        self.links.pop(var, None)
+        self.fields_gone(var)
         old = self.facts(var)
         held = [f for f in old if f[0] == HELD]
         if held:
@@ -299,6 +366,8 @@ class OwnershipBase:
                 )
                 noun = next((f[3] for f in facts if f[3]), "Lease")
                 self.st[src] = frozenset({(MOVED, line, column, noun)})
+                if src in self.place_bases:
+                    self.links[var] = src
             else:
                 self.st[var] = facts
         elif v.kind == "borrowed":
@@ -323,7 +392,10 @@ class OwnershipBase:
                 self.transfer(v, "storing it", line)
         elif isinstance(target, MemberExpr):
             self.lend(self.ev(target.expr))
-            if self.borrowed_attribute(target):
+            place = self.local_var(target)
+            if place is not None:
+                self.bind_local(place, v, target.line, target.column)
+            elif self.borrowed_attribute(target):
                 self.lend(v)
             else:
                 self.transfer(v, "storing it in an attribute", line)

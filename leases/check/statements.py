@@ -36,6 +36,7 @@ from mypy.nodes import (
     TryStmt,
     TupleExpr,
     TypeInfo,
+    Var,
     WhileStmt,
     WithStmt,
 )
@@ -54,6 +55,7 @@ from leases.check.facts import (
     NOTHING_FACTS,
     OTHER,
     State,
+    Value,
     dropped_message,
     exception_state,
     join_all,
@@ -169,8 +171,7 @@ class StatementsMixin(CompoundMixin):
             and not any(isinstance(i, StarExpr) for i in first.items + rvalue.items)
         ):
             values = [self.ev(item) for item in rvalue.items]
-            for target, value in zip(first.items, values):
-                self.bind(target, value, s.line)
+            self.bind_simultaneously(first.items, values, s.line)
         else:
             self.sink(rvalue, lambda v: self.bind(first, v, s.line))
         for extra in s.lvalues[1:]:
@@ -179,6 +180,27 @@ class StatementsMixin(CompoundMixin):
             t = self.types.get(rvalue)
             if t is not None and isinstance(get_proper_type(t), UninhabitedType):
                 self.st = None
+
+    def bind_simultaneously(self, targets: list[Expression], values: list[Value], line: int) -> None:
+        """`a, b = b, a`: every value is read before any target is bound."""
+        if self.st is None:
+            return
+        rebound = {self.local_var(t) for t in targets} - {None}
+        staged: list[Var] = []
+        for i, v in enumerate(values):
+            src = v.var
+            if v.kind == "var" and src is not None and src in rebound:
+                self.check_use(src, v.line, v.column)
+                temp = Var(src.name, src.type)
+                self.st[temp] = self.facts(src)
+                self.st[src] = NOTHING_FACTS
+                values[i] = Value("var", v.line, v.column, var=temp)
+                staged.append(temp)
+        for target, value in zip(targets, values):
+            self.bind(target, value, line)
+        for temp in staged:
+            if self.st is not None:
+                self.st.pop(temp, None)
 
     def return_stmt(self, s: ReturnStmt) -> None:
         if s.expr is not None:
