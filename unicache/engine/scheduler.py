@@ -70,9 +70,9 @@ class Request:
     loaded_end: int = 0
     prefix: int = 0
     cached_end: int = 0
-    ticket: LoadBackTicket | None = None
+    ticket: LoadBackTicket | None = None  # lease: ignore[lease-owner]
     ticket_leases: tuple[int, ...] = ()
-    receipt: LockReceipt | None = None
+    receipt: LockReceipt | None = None  # lease: ignore[lease-owner]
     full_pages: list[int] = field(default_factory=list)
     swa_pages: list[int] = field(default_factory=list)
     mamba_slot: int | None = None
@@ -310,6 +310,7 @@ class Scheduler:
                     scope = cache.lease_scope(lease_id)
                     if scope:
                         self.pins.observe(scope)
+                assert req.ticket is None, "a request holds at most one load-back ticket"
                 req.ticket = t
                 req.phase = Phase.LOADING
                 self.loading.append(req)
@@ -352,6 +353,7 @@ class Scheduler:
         self.stats.host_hit_tokens += host_hit
         self.stats.computed_tokens += req.prompt_len - prefix
         req.prefix = req.cached_end = prefix
+        assert req.receipt is None, "a request holds at most one lock"
         req.receipt = receipt
         req.full_pages = full
         req.swa_pages = swa

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class QuarantineRecord:
     """A ticket whose copy was still in flight at a reset; its slots wait for its stale ack."""
 
-    ticket: Ticket
+    ticket: Ticket  # lease: ignore[lease-owner]
     generation: int
     copies: tuple[CopyOp, ...]
 
