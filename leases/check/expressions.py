@@ -28,17 +28,28 @@ from mypy.nodes import (
     SetExpr,
     StarExpr,
     TupleExpr,
+    TypeInfo,
     UnaryExpr,
+    Var,
     YieldExpr,
     YieldFromExpr,
 )
-from mypy.types import AnyType, CallableType, Instance, TupleType, Type, get_proper_type
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    TupleType,
+    Type,
+    UninhabitedType,
+    get_proper_type,
+)
 
 from leases.check import codes
 from leases.check.facts import (
     BORROWED,
     HELD,
     MAX_ITERATIONS,
+    NEW,
     NONE,
     NOTHING_FACTS,
     OTHER,
@@ -47,6 +58,7 @@ from leases.check.facts import (
     join,
     join_all,
     same,
+    slot_of,
 )
 from leases.check.model import (
     GENERATOR_TYPES,
@@ -70,6 +82,7 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(e, NameExpr):
             var = self.local_var(e)
             if var is not None:
+                self.narrowed_away(var, e)
                 return Value("var", e.line, e.column, var=var)
             if e.fullname == "builtins.None":
                 return NONE
@@ -79,6 +92,7 @@ class ExpressionsMixin(OwnershipBase):
                 return OTHER
             place = self.local_var(e) if self.places else None
             if place is not None:
+                self.narrowed_away(place, e)
                 return Value("var", e.line, e.column, var=place)
             receiver = self.ev(e.expr)
             if receiver.kind == "var" and self.calls.is_consuming(self.types.get(e.expr), e.name):
@@ -170,7 +184,8 @@ class ExpressionsMixin(OwnershipBase):
             self.lend(self.ev(e.index))
             kind = classify(self.types.get(e))
             if kind is not None:
-                return Value("borrowed", e.line, e.column, noun=kind.noun, source="a subscript")
+                return Value("borrowed", e.line, e.column, noun=kind.noun, source="a subscript",
+                             slot=slot_of(e.base, e.index))
             return OTHER
         if isinstance(e, (UnaryExpr, StarExpr, YieldFromExpr)):
             self.lend(self.ev(e.expr))
@@ -240,15 +255,20 @@ class ExpressionsMixin(OwnershipBase):
         elif not isinstance(callee, (NameExpr, MemberExpr)):
             self.lend(self.ev(callee))
         modes = self.calls.argument_modes(e, receiver_type)
+        handed: list[Value] = []
         for arg, mode in zip(e.args, modes):
             if self.st is None:
                 return OTHER
-            if mode == "own":
+            if mode == "own" and not isinstance(arg, ConditionalExpr):
+                handed.append(self.ev(arg))
+            elif mode == "own":
                 self.sink(arg, lambda v: self.transfer(v, "passing it to an owning parameter", e.line))
             elif mode == "untyped":
                 self.sink(arg, self.untyped_argument)
             else:
                 self.sink(arg, self.lend)
+        for v in handed:
+            self.transfer(v, "passing it to an owning parameter", e.line)
         if receiver is not None and self.st is not None:
             assert isinstance(callee, MemberExpr)
             if self.calls.is_consuming(receiver_type, callee.name):
@@ -267,7 +287,30 @@ class ExpressionsMixin(OwnershipBase):
             moved = self.moved_out(e, receiver_type)
             if moved is not None:
                 return moved
-        return self.call_result(e, self.types.get(e), e)
+        if isinstance(callee, MemberExpr) and callee.name == "get" and e.args:
+            item = container_item(receiver_type)
+            kind = classify(self.types.get(e))
+            if item is not None and not is_borrowed(item) and classify(item) and kind:
+                return Value("borrowed", e.line, e.column, noun=kind.noun, source="get",
+                             slot=slot_of(callee.expr, e.args[0]))
+        result = self.call_result(e, self.types.get(e), e)
+        if result is OTHER and isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
+            return NEW
+        return result
+
+    def narrowed_away(self, var: Var, e: Expression) -> None:
+        """mypy's narrowed type at this read owns nothing (None, an untracked class): nothing held."""
+        facts = self.facts(var)
+        if not any(f[0] == HELD for f in facts):
+            return
+        t = self.types.get(e)
+        if t is None:
+            return
+        p = get_proper_type(t)
+        if isinstance(p, (AnyType, UninhabitedType)) or classify(t) is not None:
+            return
+        assert self.st is not None
+        self.st[var] = NOTHING_FACTS
 
     def moved_out(self, e: CallExpr, receiver_type: Type | None) -> Value | None:
         """`d.pop(k)`, `d.popitem()`, `q.popleft()` on a container of owned values: a fresh owner."""

@@ -72,7 +72,7 @@ def verb(noun: str) -> str:
 class Value:
     """Where the value of an expression comes from, as far as ownership goes."""
 
-    __slots__ = ("kind", "line", "column", "var", "noun", "source", "items")
+    __slots__ = ("kind", "line", "column", "var", "noun", "source", "items", "slot")
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class Value:
         noun: str = "",
         source: str = "",
         items: tuple[str | None, ...] = (),
+        slot: str = "",
     ) -> None:
         self.kind = kind  # fresh | var | borrowed | none | other | tuple
         self.line = line
@@ -91,9 +92,12 @@ class Value:
         self.noun = noun
         self.source = source
         self.items = items
+        self.slot = slot  # "container[key]" a borrowed value was read from, if spelled simply
 
 
 OTHER: Final = Value("other")
+NEW: Final = Value("new")
+"""An instance just constructed from an untracked class: its owned fields start empty."""
 NONE: Final = Value("none")
 
 
@@ -194,3 +198,24 @@ def dropped_message(var: Var, facts: Facts, held: list[Fact], how: str) -> str:
     lines = sorted({f[1] for f in held})
     since = " or ".join(str(n) for n in lines)
     return f'{held[0][3]} "{var.name}" {modal} {how} while held (held since line {since})'
+
+
+def spelled(e: object) -> str | None:
+    """A stable spelling of a simple expression (`a`, `a.b`, `1`, `"k"`), else None."""
+    from mypy.nodes import IntExpr, MemberExpr, NameExpr, StrExpr
+
+    if isinstance(e, NameExpr):
+        return e.name
+    if isinstance(e, MemberExpr):
+        base = spelled(e.expr)
+        return None if base is None else f"{base}.{e.name}"
+    if isinstance(e, IntExpr):
+        return str(e.value)
+    if isinstance(e, StrExpr):
+        return repr(e.value)
+    return None
+
+
+def slot_of(container: object, key: object) -> str:
+    c, k = spelled(container), spelled(key)
+    return "" if c is None or k is None else f"{c}[{k}]"

@@ -48,7 +48,7 @@ class FieldsMixin(OwnershipBase):
         self_var = fn.arguments[0].variable if info is not None and fn.arguments else None
         for node in _members(fn.body.body):
             base = node.expr.node if isinstance(node.expr, NameExpr) else None
-            if not isinstance(base, Var) or base not in params:
+            if not isinstance(base, Var) or base not in self.locals:
                 continue
             key = (base, node.name)
             if key in self.places:
@@ -59,7 +59,8 @@ class FieldsMixin(OwnershipBase):
             place = Var(f"{base.name}.{node.name}", None)
             self.places[key] = place
             self.place_bases[place] = base
-            if not (base is self_var and fn.name == "__init__"):
+            self.place_nouns[place] = field.noun
+            if base in params and not (base is self_var and fn.name == "__init__"):
                 st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
         if (
             info is not None and self_var is not None and is_linear_info(info)
@@ -83,13 +84,15 @@ class FieldsMixin(OwnershipBase):
             place = Var(f"{base.name}.{name}", None)
             self.places[(base, name)] = place
             self.place_bases[place] = base
+            self.place_nouns[place] = field.noun
             st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
 
     def check_fields(self, st: State, kind: str, line: int) -> None:
         """Fields at an exit: discharged (consuming method), or not left dangling (any other)."""
+        params = {arg.variable for arg in self.fn.arguments} if self.fn is not None else set()
         for place, base in self.place_bases.items():
             facts = st.get(place)
-            if not facts:
+            if not facts or base not in params:
                 continue
             pair = any(self.links.get(v) is place and any(f[0] == HELD for f in st.get(v, ()))
                        for v in self.links)

@@ -174,6 +174,8 @@ class FunctionChecker(
         self.exit_state: State | None = None
         self.places = {}
         self.place_bases = {}
+        self.place_nouns = {}
+        self.slots = {}
         self.links = {}
         self.discharging = set()
 

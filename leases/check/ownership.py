@@ -78,6 +78,9 @@ class OwnershipBase:
     """Field variable -> the parameter whose field it is."""
     discharging: set[Var]
     """Holders whose owned fields this function must discharge (see `leases.check.fields`)."""
+    place_nouns: dict[Var, str]
+    slots: dict[Var, str]
+    """Local -> the `container[key]` it borrowed from; `del container[key]` makes it the owner."""
     links: dict[Var, Var]
     """Local -> the field variable it was last bound from (`x = self.f`)."""
 
@@ -158,6 +161,18 @@ class OwnershipBase:
             if isinstance(base, Var):
                 return self.places.get((base, e.name))
         return None
+
+    def fields_rebound(self, base: Var, v: Value, line: int, column: int) -> None:
+        """`base = <value>`: an object just built owns nothing yet; any other may hold its fields."""
+        if self.st is None or not self.places:
+            return
+        for (owner, _), place in self.places.items():
+            if owner is base:
+                if v.kind in ("fresh", "new", "none"):
+                    self.st[place] = NOTHING_FACTS
+                else:
+                    noun = self.place_nouns.get(place, "Lease")
+                    self.st[place] = frozenset({(HELD, line, column, noun)})
 
     def fields_gone(self, base: Var) -> None:
         """`base` itself was consumed or handed on: its fields went with it."""
@@ -285,6 +300,8 @@ class OwnershipBase:
         if owned:
             noun = owned[0][3]
             self.st[var] = frozenset({(MOVED, line, 0, noun)})
+        elif var in self.discharging:
+            self.st[var] = frozenset({(MOVED, line, 0, _noun_of(var))})
         self.fields_gone(var)
 
     def not_owning_parameter(self, var: Var) -> bool:
@@ -340,6 +357,8 @@ class OwnershipBase:
         if owned:
             noun = v.noun or owned[0][3] or "Lease"
             self.st[var] = frozenset({(RELEASED, line, column, noun)})
+        elif var in self.discharging:
+            self.st[var] = frozenset({(RELEASED, line, column, _noun_of(var))})
         self.fields_gone(var)
 
     def bind_local(self, var: Var, v: Value, line: int, column: int) -> None:
@@ -348,7 +367,8 @@ class OwnershipBase:
         if v.kind == "var" and v.var is var:
             return
         self.links.pop(var, None)
-        self.fields_gone(var)
+        self.slots.pop(var, None)
+        self.fields_rebound(var, v, line, column)
         old = self.facts(var)
         held = [f for f in old if f[0] == HELD]
         if held:
@@ -372,6 +392,8 @@ class OwnershipBase:
                 self.st[var] = facts
         elif v.kind == "borrowed":
             self.st[var] = borrowed(v.noun)
+            if v.slot:
+                self.slots[var] = v.slot
         else:
             self.st[var] = NOTHING_FACTS
 
@@ -472,3 +494,8 @@ class OwnershipBase:
             self.report(name.line, name.column, codes.ESCAPE.code,
                         f'{noun} "{var.name}" is captured by {what}; pass it explicitly')
             self.st[var] = NOTHING_FACTS
+
+
+def _noun_of(var: Var) -> str:
+    p = get_proper_type(var.type) if var.type is not None else None
+    return p.type.name if isinstance(p, Instance) else "Value"

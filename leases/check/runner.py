@@ -34,8 +34,8 @@ from mypy.cache import ErrorTuple
 from mypy.errors import CompileError
 from mypy.find_sources import InvalidSourceList
 from mypy.main import process_options, show_messages
-from mypy.modules_state import modules_state
 from mypy.modulefinder import BuildSource
+from mypy.modules_state import modules_state
 from mypy.options import Options
 
 from leases.check import codes

