@@ -49,7 +49,17 @@ from leases.check.report import Diagnostic, apply_ignores, find_ignores
 from leases.check.runner import _source_text, _with_text, prepare_options
 from leases.check.walk import children
 
-EXEMPT: dict[tuple[str, str], str] = {}
+EXEMPT: dict[tuple[str, str], str] = {
+    ("unicache.ops.acks", "qt.close(cache._scopes)"):
+        "the ticket is read from a QuarantineRecord, which is not @linear yet (its lease-owner "
+        "finding is suppressed until the core makes it so): the read is a borrow",
+    ("unicache.ops.reset", "cache._quarantine[tid] = QuarantineRecord(t, t.generation, job.copies)"):
+        "the tickets are iterated out of the table and the table is then cleared: draining by "
+        "iteration plus clear() is not followed element by element",
+    ("unicache.repl.session", "result = self.tickets.pop(tid).result()"):
+        "the statement both moves the ticket out of the table and consumes it: deleting it leaves "
+        "the table owning the ticket, and a duplicate pops another entry",
+}
 """(module, statement text) -> why a mutant of it is not expected to be caught."""
 
 
@@ -71,6 +81,8 @@ class Mutant:
 class Score:
     mutants: list[Mutant]
     builds: int
+    baseline: list[str] = field(default_factory=list)
+    """Findings in the unmutated modules: the score means little unless this is empty."""
 
     @property
     def caught(self) -> int:
@@ -78,6 +90,10 @@ class Score:
 
     def misses(self) -> list[Mutant]:
         return [m for m in self.mutants if not m.caught]
+
+    def unexplained(self) -> list[Mutant]:
+        """Misses without a reason in `EXEMPT`: each is a gap in the checker."""
+        return [m for m in self.misses() if (m.module, m.text) not in EXEMPT]
 
 
 def consuming_calls(stmt: Statement, calls: CallModel, types: dict[Expression, Type]) -> bool:
@@ -157,10 +173,13 @@ def run_mutants(argv: Sequence[str], sample: int | None = None, seed: int = 0) -
     baselines: dict[str, set[tuple[int, str, str]]] = {}
     texts: dict[str, str] = {}
     mutants: list[Mutant] = []
+    baseline: list[str] = []
     for module_id, path, tree, block, i, kind, label in sites:
         if module_id not in baselines:
             texts[module_id] = _source_text(result.graph[module_id])
             baselines[module_id] = _findings(tree, types, texts[module_id])
+            baseline.extend(f"{path}:{line}: {msg}  [{code}]"
+                            for line, code, msg in sorted(baselines[module_id]))
         stmt = block.body[i]
         original = list(block.body)
         block.body = original[:i] + original[i + 1:] if kind == "delete" else (
@@ -174,7 +193,7 @@ def run_mutants(argv: Sequence[str], sample: int | None = None, seed: int = 0) -
         mutant.findings = [Diagnostic(line, 0, code, msg) for line, code, msg in sorted(found)]
         mutants.append(mutant)
     mutants.sort(key=lambda m: (m.path, m.line, m.kind))
-    return Score(mutants, 1)
+    return Score(mutants, 1, baseline)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,13 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="list caught mutants too")
     args, rest = parser.parse_known_args(argv)
     score = run_mutants(rest or ["unicache"], args.sample, args.seed)
+    for line in score.baseline:
+        print(f"finding before mutation: {line}")
     for m in score.mutants:
         if args.verbose or not m.caught:
             reason = EXEMPT.get((m.module, m.text), "missed" if not m.caught else "caught")
             print(f"{m.describe()}: {reason}")
     print(f"leasecheck mutation score: {score.caught}/{len(score.mutants)} mutants caught "
           f"({len(score.misses())} missed) in {score.builds} mypy build")
-    return 0 if not score.misses() else 1
+    return 0 if not score.unexplained() and not score.baseline else 1
 
 
 if __name__ == "__main__":
