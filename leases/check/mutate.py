@@ -106,9 +106,11 @@ def consuming_calls(stmt: Statement, calls: CallModel, types: dict[Expression, T
         if isinstance(node, CallExpr):
             callee = node.callee
             receiver_type = types.get(callee.expr) if isinstance(callee, MemberExpr) else None
-            if isinstance(callee, MemberExpr) and calls.is_consuming(receiver_type, callee.name):
-                if classify(receiver_type) is not None:
-                    return True
+            if (
+                isinstance(callee, MemberExpr) and calls.is_consuming(receiver_type, callee.name)
+                and classify(receiver_type) is not None
+            ):
+                return True
             modes = calls.argument_modes(node, receiver_type)
             for arg, mode in zip(node.args, modes):
                 if mode == "own" and classify(types.get(arg)) is not None:
