@@ -155,10 +155,12 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(e, AwaitExpr):
             inner = self.ev(e.expr)
             self.lend(inner)
+            self.suspension("await", e.line)
             if isinstance(e.expr, CallExpr):
                 return self.call_result(e.expr, self.types.get(e), e)
             return OTHER
         if isinstance(e, YieldExpr):
+            self.suspension("yield", e.line)
             if e.expr is not None and self.yields_owned():
                 self.sink(e.expr, lambda v: self.transfer(v, "yielding it", e.line))
             elif e.expr is not None:
@@ -297,6 +299,11 @@ class ExpressionsMixin(OwnershipBase):
         if result is OTHER and isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
             return NEW
         return result
+
+    def suspension(self, kind: str, line: int) -> None:
+        """With `--lease-exits`, an `await`/`yield` may leave the function (cancel, close)."""
+        if kind in self.mod.exits_at and self.st is not None:
+            self.unwind("cancel", dict(self.st), line, raised=[])
 
     def narrowed_away(self, var: Var, e: Expression) -> None:
         """mypy's narrowed type at this read owns nothing (None, an untracked class): nothing held."""

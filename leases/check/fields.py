@@ -45,7 +45,10 @@ class FieldsMixin(OwnershipBase):
         self.discharging = set()
         params = {arg.variable for arg in fn.arguments}
         info = fn.info if fn.info is not FUNC_NO_INFO else None
-        self_var = fn.arguments[0].variable if info is not None and fn.arguments else None
+        self_var = (
+            fn.arguments[0].variable if info is not None and fn.arguments and not fn.is_static
+            else None
+        )
         for node in _members(fn.body.body):
             base = node.expr.node if isinstance(node.expr, NameExpr) else None
             if not isinstance(base, Var) or base not in self.locals:
@@ -96,7 +99,7 @@ class FieldsMixin(OwnershipBase):
                 continue
             pair = any(self.links.get(v) is place and any(f[0] == HELD for f in st.get(v, ()))
                        for v in self.links)
-            if base in self.discharging and kind != "raise":
+            if base in self.discharging and kind not in ("raise", "cancel"):
                 held = sorted({(f[1], f[2], f[3]) for f in facts
                                if f[0] == HELD or (pair and f[0] == MOVED)})
                 modal = "is not" if len(held) == len(facts) else "may not be"

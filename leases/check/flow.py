@@ -57,9 +57,12 @@ from leases.check.walk import children, name_refs
 class ModuleChecker:
     """Runs the function analysis over every function body of one module."""
 
-    def __init__(self, tree: MypyFile, types: Mapping[Expression, Type]) -> None:
+    def __init__(
+        self, tree: MypyFile, types: Mapping[Expression, Type], exits_at: frozenset[str] = frozenset()
+    ) -> None:
         self.tree = tree
         self.types = types
+        self.exits_at = exits_at
         self.found: dict[tuple[int, str, str], Diagnostic] = {}
         self.queue: deque[tuple[FuncItem | None, list[Statement], frozenset[Var]]] = deque()
         self.lending_generators: set[FuncItem] = set()
@@ -221,6 +224,11 @@ class FunctionChecker(
 
 
 
-def check_tree(tree: MypyFile, types: Mapping[Expression, Type]) -> list[Diagnostic]:
-    """Every ownership finding in one module, sorted by position."""
-    return ModuleChecker(tree, types).run()
+def check_tree(
+    tree: MypyFile, types: Mapping[Expression, Type], exits_at: frozenset[str] = frozenset()
+) -> list[Diagnostic]:
+    """Every ownership finding in one module, sorted by position.
+
+    `exits_at` ("await", "yield") makes those suspension points exits too.
+    """
+    return ModuleChecker(tree, types, exits_at).run()

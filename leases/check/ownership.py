@@ -102,6 +102,8 @@ class OwnershipBase:
             return f"the end of the function at line {line}"
         if kind == "loop-end":
             return f"the end of the loop body at line {line}"
+        if kind == "cancel":
+            return f"a cancellation or close at the suspension on line {line}"
         return f"{kind} at line {line}"
 
     def check_exit(self, st: State, kind: str, line: int, only: Iterable[Var] | None = None) -> None:
@@ -215,7 +217,7 @@ class OwnershipBase:
                 if frame.has_finally:
                     frame.pending.append(Pending(kind, st, line, raised))
                     return
-        if kind in ("return", "raise") and not self.muted:
+        if kind in ("return", "raise", "cancel") and not self.muted:
             self.exits.append((kind, st, line))
 
     def loop_exit_check(self, frame: LoopFrame, st: State, kind: str, line: int) -> None:
