@@ -79,6 +79,10 @@ class ConditionsMixin(OwnershipBase):
             if var is not None and (info.fullname == LEASE or is_linear_info(info)):
                 return var, True
             return None
+        if isinstance(e, MemberExpr) and self.container_places:
+            var = self.local_var(e)
+            if var in self.container_places:
+                return var, True
         if isinstance(e, (NameExpr, AssignmentExpr, MemberExpr)):
             name = e.target if isinstance(e, AssignmentExpr) else e
             if not self.truthiness_is_presence(name):

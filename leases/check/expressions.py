@@ -275,6 +275,9 @@ class ExpressionsMixin(OwnershipBase):
             assert isinstance(callee, MemberExpr)
             if self.calls.is_consuming(receiver_type, callee.name):
                 self.consume(receiver, callee.line, callee.column)
+            elif callee.name == "clear" and receiver.var in self.container_places:
+                self.lend(receiver)
+                self.st[receiver.var] = NOTHING_FACTS
             elif (
                 callee.name in LEASE_CONSUMING and receiver.kind == "var" and receiver.var is not None
                 and isinstance(get_proper_type(receiver_type), AnyType)
@@ -308,7 +311,7 @@ class ExpressionsMixin(OwnershipBase):
     def narrowed_away(self, var: Var, e: Expression) -> None:
         """mypy's narrowed type at this read owns nothing (None, an untracked class): nothing held."""
         facts = self.facts(var)
-        if not any(f[0] == HELD for f in facts):
+        if var in self.container_places or not any(f[0] == HELD for f in facts):
             return
         t = self.types.get(e)
         if t is None:

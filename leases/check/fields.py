@@ -57,12 +57,14 @@ class FieldsMixin(OwnershipBase):
             if key in self.places:
                 continue
             field = field_of(base.type, node.name)
-            if field is None or field.container:
+            if field is None or (field.container and not _linear(base.type)):
                 continue
             place = Var(f"{base.name}.{node.name}", None)
             self.places[key] = place
             self.place_bases[place] = base
             self.place_nouns[place] = field.noun
+            if field.container:
+                self.container_places.add(place)
             if base in params and not (base is self_var and fn.name == "__init__"):
                 st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
         if (
@@ -82,12 +84,14 @@ class FieldsMixin(OwnershipBase):
         """Every owned field of `base` must be discharged at normal exits."""
         self.discharging.add(base)
         for name, field in fields.items():
-            if field.container or (base, name) in self.places:
+            if (base, name) in self.places:
                 continue
             place = Var(f"{base.name}.{name}", None)
             self.places[(base, name)] = place
             self.place_bases[place] = base
             self.place_nouns[place] = field.noun
+            if field.container:
+                self.container_places.add(place)
             st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
 
     def check_fields(self, st: State, kind: str, line: int) -> None:
@@ -151,3 +155,11 @@ def _fields_of_type(t: Type | None) -> dict[str, Field]:
         if isinstance(ip, Instance):
             out.update(owned_fields(ip.type))
     return out
+
+
+def _linear(t: Type | None) -> bool:
+    """Whether a value of type `t` is an instance of a `@linear` class (any union item)."""
+    p = get_proper_type(t) if t is not None else None
+    items = p.items if isinstance(p, UnionType) else [p]
+    return any(isinstance(ip, Instance) and is_linear_info(ip.type)
+               for ip in (get_proper_type(i) if i is not None else None for i in items))

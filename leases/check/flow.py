@@ -178,6 +178,7 @@ class FunctionChecker(
         self.places = {}
         self.place_bases = {}
         self.place_nouns = {}
+        self.container_places = set()
         self.slots = {}
         self.links = {}
         self.discharging = set()

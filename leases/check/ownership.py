@@ -79,6 +79,8 @@ class OwnershipBase:
     discharging: set[Var]
     """Holders whose owned fields this function must discharge (see `leases.check.fields`)."""
     place_nouns: dict[Var, str]
+    container_places: set[Var]
+    """Field variables of container fields: emptied by `while f:` or `f.clear()`, not released."""
     slots: dict[Var, str]
     """Local -> the `container[key]` it borrowed from; `del container[key]` makes it the owner."""
     links: dict[Var, Var]
