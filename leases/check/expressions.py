@@ -269,6 +269,7 @@ class ExpressionsMixin(OwnershipBase):
                 self.sink(arg, self.untyped_argument)
             else:
                 self.sink(arg, self.lend)
+        moved_in = any(self.owns(v) for v in handed)
         for v in handed:
             self.transfer(v, "passing it to an owning parameter", e.line)
         if receiver is not None and self.st is not None:
@@ -288,6 +289,8 @@ class ExpressionsMixin(OwnershipBase):
                             f"a value this function does not own; declare its type")
             else:
                 self.lend(receiver)
+            if moved_in and isinstance(callee, MemberExpr):
+                self.filled(callee.expr, receiver_type, e.line)
         if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
             moved = self.moved_out(e, receiver_type)
             if moved is not None:

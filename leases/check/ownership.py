@@ -47,7 +47,7 @@ from leases.check.facts import (
     join,
     verb,
 )
-from leases.check.model import classify, is_borrowed
+from leases.check.model import classify, container_item, is_borrowed
 from leases.check.walk import name_refs
 
 if TYPE_CHECKING:
@@ -317,6 +317,32 @@ class OwnershipBase:
             return False
         return classify(var.type) is None
 
+    def owns(self, v: Value) -> bool:
+        """Whether `v` is a value this function owns right now (fresh, or a held name)."""
+        if v.kind == "fresh":
+            return True
+        return v.kind == "var" and v.var is not None and self.st is not None and any(
+            f[0] == HELD for f in self.st.get(v.var, ())
+        )
+
+    def filled(self, container: Expression, t: Type | None, line: int) -> None:
+        """An owned value was moved into a local container: the container now holds it.
+
+        Any later read of the container (iterating, draining, returning, passing
+        it on) ends the tracking, since the element-wise fate is not followed;
+        a container that is filled and then dropped, overwritten or deleted leaks.
+        """
+        if self.st is None or not isinstance(container, NameExpr):
+            return
+        var = self.local_var(container)
+        item = container_item(t)
+        kind = classify(item) if item is not None and not is_borrowed(item) else None
+        if var is None or kind is None or self.fn is None:
+            return
+        if any(arg.variable is var for arg in self.fn.arguments):
+            return  # the caller's container: the caller owns what goes in
+        self.st[var] = frozenset({(HELD, line, container.column, f"{kind.noun} container")})
+
     def store(self, v: Value, line: int) -> None:
         """An item of a display: a local moves into it, a field only lends (it still holds it)."""
         if v.kind == "var" and v.var in self.place_bases:
@@ -431,7 +457,10 @@ class OwnershipBase:
             if self.borrowed_items(target.base):
                 self.lend(v)
             else:
+                moved_in = self.owns(v)
                 self.transfer(v, "storing it in a container", line)
+                if moved_in:
+                    self.filled(target.base, self.types.get(target.base), line)
         elif isinstance(target, (TupleExpr, ListExpr)):
             if v.kind == "tuple" and len(v.items) == len(target.items):
                 for item, noun in zip(target.items, v.items):
