@@ -36,6 +36,29 @@ ESCAPE: Final = ErrorCode(
     "A lease or linear value escapes where ownership cannot be followed",
     CATEGORY,
 )
+NOT_OWNED: Final = ErrorCode(
+    "lease-not-owned",
+    "A value the function does not own (received as object, Any or a borrow) is consumed",
+    CATEGORY,
+)
+OWNER: Final = ErrorCode(
+    "lease-owner",
+    "A class stores an owned value in an attribute but is not @linear",
+    CATEGORY,
+)
+DANGLING: Final = ErrorCode(
+    "lease-dangling",
+    "An owned field is left holding a released or moved value",
+    CATEGORY,
+)
+UNCHECKED: Final = ErrorCode(
+    "lease-unchecked",
+    "leasecheck could not analyse this code; say what it should assume",
+    CATEGORY,
+)
 
-ALL_CODES: Final = (LEAK, DOUBLE_RELEASE, USE_AFTER_RELEASE, USE_AFTER_MOVE, DISCARDED, ESCAPE)
+ALL_CODES: Final = (
+    LEAK, DOUBLE_RELEASE, USE_AFTER_RELEASE, USE_AFTER_MOVE, DISCARDED, ESCAPE, NOT_OWNED, OWNER,
+    DANGLING, UNCHECKED,
+)
 CODE_NAMES: Final = frozenset(code.code for code in ALL_CODES)

@@ -25,6 +25,8 @@ Facts: TypeAlias = frozenset[Fact]
 State: TypeAlias = dict[Var, Facts]
 
 NOTHING_FACTS: Final[Facts] = frozenset({(NOTHING, 0, 0, "")})
+MAX_ITERATIONS: Final = 32
+"""Loop and comprehension fixpoints give up after this many passes."""
 
 
 def borrowed(noun: str) -> Facts:
@@ -70,7 +72,7 @@ def verb(noun: str) -> str:
 class Value:
     """Where the value of an expression comes from, as far as ownership goes."""
 
-    __slots__ = ("kind", "line", "column", "var", "noun", "source", "items")
+    __slots__ = ("kind", "line", "column", "var", "noun", "source", "items", "slot")
 
     def __init__(
         self,
@@ -81,6 +83,7 @@ class Value:
         noun: str = "",
         source: str = "",
         items: tuple[str | None, ...] = (),
+        slot: str = "",
     ) -> None:
         self.kind = kind  # fresh | var | borrowed | none | other | tuple
         self.line = line
@@ -89,9 +92,12 @@ class Value:
         self.noun = noun
         self.source = source
         self.items = items
+        self.slot = slot  # "container[key]" a borrowed value was read from, if spelled simply
 
 
 OTHER: Final = Value("other")
+NEW: Final = Value("new")
+"""An instance just constructed from an untracked class: its owned fields start empty."""
 NONE: Final = Value("none")
 
 
@@ -163,9 +169,12 @@ Frame: TypeAlias = LoopFrame | TryFrame | WithFrame
 def exception_state(pre: State, post: State | None) -> State:
     """The state a handler sees if a simple statement raises.
 
-    The statement's own releases and transfers count as done (a consuming
-    call that raises is a bug of its own, not a leak path); whatever it
-    acquired counts as not acquired.
+    The statement's own hand-offs and lease releases count as done (a
+    `Lease.release` that raises found the lease already released or
+    revoked); a `@consumes` method of a linear class that raises leaves its
+    receiver unconsumed, as at runtime, so `try: t.result() except Pending:
+    t.abandon()` is correct. Whatever the statement acquired counts as not
+    acquired.
     """
     if post is None:
         return pre
@@ -174,7 +183,9 @@ def exception_state(pre: State, post: State | None) -> State:
         before = pre.get(var)
         if before is None or before is facts:
             continue
-        if all(f[0] in (RELEASED, MOVED) for f in facts) and any(f[0] == HELD for f in before):
+        if all(f[0] == MOVED or (f[0] == RELEASED and f[3] == "Lease") for f in facts) and any(
+            f[0] == HELD for f in before
+        ):
             if out is pre:
                 out = dict(pre)
             out[var] = facts
@@ -187,3 +198,24 @@ def dropped_message(var: Var, facts: Facts, held: list[Fact], how: str) -> str:
     lines = sorted({f[1] for f in held})
     since = " or ".join(str(n) for n in lines)
     return f'{held[0][3]} "{var.name}" {modal} {how} while held (held since line {since})'
+
+
+def spelled(e: object) -> str | None:
+    """A stable spelling of a simple expression (`a`, `a.b`, `1`, `"k"`), else None."""
+    from mypy.nodes import IntExpr, MemberExpr, NameExpr, StrExpr
+
+    if isinstance(e, NameExpr):
+        return e.name
+    if isinstance(e, MemberExpr):
+        base = spelled(e.expr)
+        return None if base is None else f"{base}.{e.name}"
+    if isinstance(e, IntExpr):
+        return str(e.value)
+    if isinstance(e, StrExpr):
+        return repr(e.value)
+    return None
+
+
+def slot_of(container: object, key: object) -> str:
+    c, k = spelled(container), spelled(key)
+    return "" if c is None or k is None else f"{c}[{k}]"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mypy.nodes import TypeInfo
+from mypy.nodes import TypeInfo, Var
 from mypy.types import (
     Instance,
     ProperType,
@@ -160,3 +160,86 @@ def mentions_owned(t: Type | None, depth: int = 0) -> bool:
 def is_weak_owner(fullname: str | None) -> bool:
     """Whether a callee belongs to `weakref`: its parameters never take ownership."""
     return fullname is not None and fullname.startswith(WEAK_MODULES)
+
+
+CONTAINERS: Final = frozenset({
+    "builtins.list", "builtins.dict", "builtins.set", "collections.deque",
+    "collections.OrderedDict", "collections.defaultdict",
+})
+"""Standard containers: storing moves in, `pop`/`popitem`/`popleft` move out, subscripts borrow."""
+MOVE_OUT_METHODS: Final = frozenset({"pop", "popitem", "popleft"})
+GENERATOR_TYPES: Final = frozenset({
+    "typing.Generator", "typing.Iterator", "typing.Iterable", "typing.AsyncGenerator",
+    "typing.AsyncIterator", "typing.AsyncIterable",
+})
+CONTEXT_MANAGER_DECORATORS: Final = frozenset({
+    "contextlib.contextmanager", "contextlib.asynccontextmanager",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """An owned attribute: it holds a tracked value, or a container of them."""
+
+    name: str
+    noun: str
+    container: bool
+    line: int
+
+
+def container_item(t: Type | None) -> Type | None:
+    """The item type of a standard container type (its last type argument), else None."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, Instance) and p.type.fullname in CONTAINERS and p.args:
+        return p.args[-1]
+    return None
+
+
+def owned_field(name: str, t: Type | None, line: int) -> Field | None:
+    """The field an attribute of declared type `t` is, if it owns what it holds."""
+    if t is None or is_borrowed(t):
+        return None
+    kind = classify(t)
+    if kind is not None:
+        return Field(name, kind.noun, False, line)
+    item = container_item(t)
+    if item is not None and not is_borrowed(item):
+        kind = classify(item)
+        if kind is not None:
+            return Field(name, kind.noun, True, line)
+    return None
+
+
+def declared_fields(info: TypeInfo) -> list[Field]:
+    """The owned fields `info` itself declares (class-level or `self.x = ...` attributes)."""
+    out: list[Field] = []
+    for name, sym in info.names.items():
+        node = sym.node
+        if not isinstance(node, Var) or node.is_classvar or node.is_property:
+            continue
+        found = owned_field(name, node.type, node.line)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def owned_fields(info: TypeInfo) -> dict[str, Field]:
+    """Every owned field of `info`, inherited ones included."""
+    out: dict[str, Field] = {}
+    for base in reversed(info.mro):
+        for f in declared_fields(base):
+            out[f.name] = f
+    return out
+
+
+def field_of(base_type: Type | None, attr: str) -> Field | None:
+    """The owned field `attr` of a value of type `base_type` (any union item that declares it)."""
+    p = get_proper_type(base_type) if base_type is not None else None
+    items = p.items if isinstance(p, UnionType) else [p]
+    for item in items:
+        ip = get_proper_type(item) if item is not None else None
+        if isinstance(ip, Instance):
+            sym = ip.type.get(attr)
+            if sym is not None and isinstance(sym.node, Var) and not sym.node.is_property:
+                return owned_field(attr, sym.node.type, sym.node.line)
+    return None

@@ -34,8 +34,8 @@ from mypy.cache import ErrorTuple
 from mypy.errors import CompileError
 from mypy.find_sources import InvalidSourceList
 from mypy.main import process_options, show_messages
-from mypy.modules_state import modules_state
 from mypy.modulefinder import BuildSource
+from mypy.modules_state import modules_state
 from mypy.options import Options
 
 from leases.check import codes
@@ -47,11 +47,12 @@ CACHE_SUBDIR: Final = "leasecheck"
 FINDINGS_FILE: Final = "leasecheck.json"
 
 
-def analysis_version() -> str:
-    """A digest of the analysis code and mypy's version: cached findings depend on both."""
+def analysis_version(exits_at: frozenset[str] = frozenset()) -> str:
+    """A digest of the analysis code, its settings and mypy's version: findings depend on all."""
     import mypy.version
 
     digest = hashlib.sha256(mypy.version.__version__.encode())
+    digest.update(",".join(sorted(exits_at)).encode())
     for path in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -204,13 +205,18 @@ def run_check(
     stdout: TextIO = sys.stdout,
     stderr: TextIO = sys.stderr,
     echo: bool = True,
+    exits_at: frozenset[str] = frozenset(),
 ) -> Outcome:
-    """Build once, print mypy's messages as they come (if `echo`), analyse, format findings."""
+    """Build once, print mypy's messages as they come (if `echo`), analyse, format findings.
+
+    `exits_at` may name "await" and "yield": suspension points where the
+    function can be left by cancellation or generator close (see `--lease-exits`).
+    """
     prepare_options(options)
     formatter = util.FancyFormatter(stdout, stderr, options.hide_error_codes,
                                     hide_success=bool(options.output))
     outcome = Outcome()
-    cache = FindingsCache(_findings_path(options), analysis_version())
+    cache = FindingsCache(_findings_path(options), analysis_version(exits_at))
     if cache.path is not None and not cache.loaded and any(s.text is None for s in sources):
         # Nothing reusable yet: let mypy build (and cache) the world without keeping
         # trees and types, then re-check only the analysed modules from that cache.
@@ -229,7 +235,7 @@ def run_check(
     if result is None:
         return outcome
     results: dict[str, list[Diagnostic]] = {}
-    missing = _analyse(result, cache, results, outcome)
+    missing = _analyse(result, cache, results, outcome, exits_at)
     if missing:
         forced = [_with_text(s) if s.module in missing else s for s in sources]
         known = {s.module for s in forced}
@@ -245,7 +251,7 @@ def run_check(
         if second is None:
             outcome.blockers = True
             return outcome
-        still = _analyse(second, cache, results, outcome, only=missing)
+        still = _analyse(second, cache, results, outcome, exits_at, only=missing)
         for module_id in sorted(still):
             stderr.write(f"leasecheck: internal error: no typed tree for {module_id}; "
                          f"its ownership was not checked\n")
@@ -301,6 +307,7 @@ def _analyse(
     cache: FindingsCache,
     results: dict[str, list[Diagnostic]],
     outcome: Outcome,
+    exits_at: frozenset[str],
     only: set[str] | None = None,
 ) -> set[str]:
     """Analyse re-checked modules, reuse cached findings for fresh ones; return the rest."""
@@ -318,7 +325,7 @@ def _analyse(
         kept = result.manager.options.preserve_asts
         if kept and module_id in rechecked and tree is not None and not tree.is_cache_skeleton:
             text = _source_text(state)
-            diags = _finalize(check_tree(tree, result.types), state, text)
+            diags = _finalize(check_tree(tree, result.types, exits_at), state, text)
             cache.put(module_id, key, diags)
             results[state.xpath] = diags
             outcome.analysed += 1
@@ -361,10 +368,34 @@ def usage_problem(options: Options) -> str | None:
     return None
 
 
+EXIT_POINTS: Final = frozenset({"await", "yield"})
+
+
+def split_lease_options(argv: Sequence[str]) -> tuple[list[str], frozenset[str], str | None]:
+    """Take leasecheck's own `--lease-exits=await,yield` out of mypy's arguments."""
+    rest: list[str] = []
+    exits: set[str] = set()
+    for arg in argv:
+        if not arg.startswith("--lease-exits="):
+            rest.append(arg)
+            continue
+        names = {n.strip() for n in arg.split("=", 1)[1].split(",") if n.strip()}
+        unknown = names - EXIT_POINTS
+        if unknown:
+            return rest, frozenset(), (f"--lease-exits: unknown {', '.join(sorted(unknown))} "
+                                       f"(choose from await, yield)")
+        exits |= names
+    return rest, frozenset(exits), None
+
+
 def main_run(argv: Sequence[str], stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
     """The whole command: parse mypy options, check, print, return the exit status."""
     assert codes.ALL_CODES
     sys.setrecursionlimit(2**14)
+    argv, exits_at, bad = split_lease_options(argv)
+    if bad is not None:
+        stderr.write(f"leasecheck: {bad}\n")
+        return 2
     try:
         sources, options = process_options(
             list(argv), stdout=stdout, stderr=stderr, program="leasecheck"
@@ -376,6 +407,6 @@ def main_run(argv: Sequence[str], stdout: TextIO = sys.stdout, stderr: TextIO = 
     if problem is not None:
         stderr.write(problem + "\n")
         return 2
-    outcome = run_check(sources, options, stdout=stdout, stderr=stderr)
+    outcome = run_check(sources, options, stdout=stdout, stderr=stderr, exits_at=exits_at)
     summary(outcome, options, len(sources), stdout, stderr)
     return outcome.exit_code

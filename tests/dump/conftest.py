@@ -19,7 +19,7 @@ from unicache.tickets import LockReceipt
 class Busy:
     cache: UniCache
     engine: ManualEngine
-    receipt: LockReceipt
+    receipt: LockReceipt  # lease: ignore[lease-owner]
 
 
 def _insert(cache: UniCache, tokens: list[int]) -> None:

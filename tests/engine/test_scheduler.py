@@ -85,7 +85,7 @@ def test_ownership_check_catches_a_dropped_receipt() -> None:
     sched.step()
     req = sched.running[0]
     assert req.receipt is not None
-    req.receipt = None  # the request forgets its lock: a leak
+    req.receipt = None  # lease: ignore[lease-leak]  (the request forgets its lock on purpose)
     import gc
 
     gc.collect()

@@ -213,3 +213,42 @@ def test_cold_findings_two_builds_then_one(tmp_path: Path, mypy_cache: Path) -> 
     assert (warm.builds, warm.analysed, warm.from_cache) == (1, 0, 1)
     assert warm.lease_messages == cold.lease_messages
     assert len(cold.lease_messages) == 1 and "[lease-leak]" in cold.lease_messages[0]
+
+
+SUSPENDS = '''import asyncio
+
+from leases import LeaseLedger
+
+
+class Full: ...
+
+
+async def work(ledger: LeaseLedger) -> int:
+    lease = ledger.acquire(Full, owner="held across an await")
+    await asyncio.sleep(0)
+    return lease.release().id
+
+
+async def guarded(ledger: LeaseLedger) -> int:
+    lease = ledger.acquire(Full, owner="released in finally")
+    try:
+        await asyncio.sleep(0)
+    finally:
+        lease.release()
+    return 0
+'''
+
+
+def test_lease_exits_makes_await_an_exit(tmp_path: Path, mypy_cache: Path) -> None:
+    path = write(tmp_path / "exits", "cli_suspends.py", SUSPENDS)
+    code, lines, _ = run(*common(mypy_cache), path)
+    assert code == 0, lines
+    code, lines, _ = run(*common(mypy_cache), "--lease-exits=await", path)
+    assert code == 1
+    leaks = [line for line in lines if line.endswith("[lease-leak]")]
+    assert len(leaks) == 1 and ":10:" in leaks[0] and "suspension on line 11" in leaks[0], lines
+
+
+def test_lease_exits_rejects_unknown_points(tmp_path: Path, mypy_cache: Path) -> None:
+    code, _, err = run(*common(mypy_cache), "--lease-exits=await,return", str(tmp_path))
+    assert code == 2 and "unknown return" in err

@@ -41,12 +41,13 @@ NODE_ATTRIBUTES: dict[type, tuple[str, ...]] = {
                          "expanded", "end_line"),
     mypy.nodes.LambdaExpr: ("arguments", "body", "type", "expanded"),
     mypy.nodes.Argument: ("variable", "kind", "line"),
-    mypy.nodes.Var: ("name", "type", "is_self", "is_cls"),
+    mypy.nodes.Var: ("name", "type", "is_self", "is_cls", "is_classvar", "is_property", "line"),
     mypy.nodes.Decorator: ("func", "var", "original_decorators"),
     mypy.nodes.OverloadedFuncDef: ("items", "impl"),
     mypy.nodes.Block: ("body", "is_unreachable"),
     mypy.nodes.MypyFile: ("defs", "is_stub", "is_cache_skeleton"),
-    mypy.nodes.TypeInfo: ("metadata", "mro", "defn", "module_name"),
+    mypy.nodes.TypeInfo: ("metadata", "mro", "defn", "module_name", "names", "is_enum",
+                          "enum_members"),
     mypy.nodes.AssignmentStmt: ("lvalues", "rvalue", "is_alias_def"),
     mypy.nodes.IfStmt: ("expr", "body", "else_body"),
     mypy.nodes.TryStmt: ("body", "types", "vars", "handlers", "else_body", "finally_body"),
@@ -58,6 +59,10 @@ NODE_ATTRIBUTES: dict[type, tuple[str, ...]] = {
     mypy.nodes.DictionaryComprehension: ("key", "value", "sequences", "condlists", "indices"),
     mypy.nodes.ComparisonExpr: ("operators", "operands"),
     mypy.patterns.AsPattern: ("pattern", "name"),
+    mypy.patterns.SingletonPattern: ("value",),
+    mypy.patterns.ClassPattern: ("class_ref",),
+    mypy.patterns.ValuePattern: ("expr",),
+    mypy.patterns.OrPattern: ("patterns",),
 }
 
 TYPEINFO_METHODS = ("get", "get_method", "has_base")

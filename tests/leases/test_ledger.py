@@ -49,11 +49,11 @@ def test_settle_refuses_a_foreign_lease() -> None:
     lease = theirs.acquire(Full, owner="req-9")
     with pytest.raises(ForeignLeaseError) as err:
         mine.settle(lease)
-    assert "cache-0" in str(err.value) and "cache-1" in str(err.value) and f"#{lease.id}" in str(err.value)
-    assert lease.held, "the refused lease is untouched"
+    assert "cache-0" in str(err.value) and "cache-1" in str(err.value) and f"#{lease.id}" in str(err.value)  # lease: ignore[lease-use-after-move]
+    assert lease.held, "the refused lease is untouched"  # lease: ignore[lease-use-after-move]
     with pytest.raises(ForeignLeaseError):
-        mine.pin(lease, PinSet(Full))
-    assert theirs.settle(lease) is Settle.RELEASED
+        mine.pin(lease, PinSet(Full))  # lease: ignore[lease-use-after-move]
+    assert theirs.settle(lease) is Settle.RELEASED  # lease: ignore[lease-use-after-move]
 
 
 def test_settle_outcomes() -> None:

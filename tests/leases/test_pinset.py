@@ -30,7 +30,7 @@ def test_many_leases_of_one_component_pin_one_holder(ledger: LeaseLedger) -> Non
 def test_wrong_component_is_refused_and_rolled_back(ledger: LeaseLedger) -> None:
     full, mamba = PinSet(Full), PinSet(Mamba)
     with pytest.raises(ComponentMismatchError, match="Mamba"):
-        ledger.acquire(Full, owner="x", pins=[full, mamba])  # type: ignore[list-item]
+        ledger.acquire(Full, owner="x", pins=[full, mamba])  # type: ignore[list-item]  # lease: ignore[lease-discarded]
     assert len(full) == 0 and ledger.live_count == 0 and ledger.acquired == 0
     lease = ledger.acquire(Mamba, owner="y", pins=[mamba])
     with pytest.raises(ComponentMismatchError):
@@ -58,7 +58,7 @@ def test_pin_and_unpin_after_acquire(ledger: LeaseLedger) -> None:
     ledger.unpin(lease, a)
     assert lease not in a and lease in b
     lease.release()
-    assert lease not in b
+    assert lease not in b  # lease: ignore[lease-use-after-release]
 
 
 def test_unpinned_pin_set_is_small() -> None:

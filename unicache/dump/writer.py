@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from unicache.dump.schema import FORMAT, VERSION, JSON, JSONObject
 
 if TYPE_CHECKING:
-    from leases import Held, Lease
+    from leases import Borrowed, Held, Lease
 
     from unicache.cache import UniCache
     from unicache.tree.node import Node
@@ -143,7 +143,7 @@ class _Pinned:
 
     __slots__ = ("lease", "nodes")
 
-    def __init__(self, lease: Lease[Any, Held], nodes: list[int]) -> None:
+    def __init__(self, lease: Borrowed[Lease[Any, Held]], nodes: list[int]) -> None:
         self.lease = lease
         self.nodes = nodes
 

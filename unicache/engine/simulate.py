@@ -258,9 +258,9 @@ def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
         return True
     for req in [*sched.running, *sched.loading]:
         if req.receipt is not None:
-            req.receipt = None
+            req.receipt = None  # lease: ignore[lease-leak]  (the injected fault: a dropped lock)
         elif req.ticket is not None:
-            req.ticket = None
+            req.ticket = None  # lease: ignore[lease-leak]  (the injected fault: a dropped ticket)
             sched.loading.remove(req)
         else:
             continue

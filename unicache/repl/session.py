@@ -202,9 +202,9 @@ class Session:
             self.receipts.clear()
             self.tickets.clear()
             return
-        for r in list(self.receipts.values()):
+        while self.receipts:
+            _, r = self.receipts.popitem()
             cache.unlock(r)
-        self.receipts.clear()
         cache.reset()
         self.sweep()
         self.tickets.clear()

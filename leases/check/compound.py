@@ -1,0 +1,395 @@
+"""Loops, `try`, `with` and `match`: the statements that route abrupt exits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mypy.nodes import (
+    Block,
+    Decorator,
+    Expression,
+    ForStmt,
+    FuncBase,
+    IntExpr,
+    MatchStmt,
+    MemberExpr,
+    NameExpr,
+    RefExpr,
+    TryStmt,
+    TupleExpr,
+    TypeInfo,
+    Var,
+    WhileStmt,
+    WithStmt,
+)
+from mypy.patterns import (
+    AsPattern,
+    ClassPattern,
+    OrPattern,
+    Pattern,
+    SingletonPattern,
+    ValuePattern,
+)
+from mypy.types import (
+    CallableType,
+    FunctionLike,
+    Instance,
+    TupleType,
+    Type,
+    TypeType,
+    UnionType,
+    get_proper_type,
+)
+
+from leases.check.facts import (
+    HELD,
+    MAX_ITERATIONS,
+    OTHER,
+    RELEASED,
+    Facts,
+    LoopFrame,
+    State,
+    TryFrame,
+    WithFrame,
+    borrowed,
+    join,
+    join_all,
+    same,
+)
+from leases.check.model import LEASE, Tracked, classify, is_linear_info
+from leases.check.ownership import OwnershipBase
+from leases.check.walk import name_refs
+
+
+class CompoundMixin(OwnershipBase):
+    """Loop, `try`, `with` and `match` analysis."""
+
+    def run_loop(
+        self,
+        entry: State,
+        one_pass: Callable[[State], tuple[State | None, State | None]],
+        frame_locals: frozenset[Var],
+        end_line: int,
+    ) -> tuple[State | None, LoopFrame]:
+        """Iterate a loop body to a fixpoint (silently), then once more reporting.
+
+        `one_pass(head)` runs one iteration from the loop head and returns
+        (state when the loop exits from the head, state at the end of the body).
+        Returns the head-exit state of the final pass and its frame.
+        """
+        head = entry
+        self.muted += 1
+        try:
+            for _ in range(MAX_ITERATIONS):
+                frame = LoopFrame(frame_locals)
+                self.frames.append(frame)
+                try:
+                    _, end = one_pass(dict(head))
+                finally:
+                    self.frames.pop()
+                if end is not None:
+                    self.loop_exit_check(frame, end, "loop-end", end_line)
+                new_head = join_all([entry, end, *frame.continues])
+                assert new_head is not None
+                if same(new_head, head):
+                    break
+                head = new_head
+        finally:
+            self.muted -= 1
+        frame = LoopFrame(frame_locals)
+        self.frames.append(frame)
+        try:
+            exit_state, end = one_pass(dict(head))
+        finally:
+            self.frames.pop()
+        if end is not None:
+            self.loop_exit_check(frame, end, "loop-end", end_line)
+        return exit_state, frame
+
+    def while_stmt(self, s: WhileStmt) -> None:
+        assert self.st is not None
+        entry = self.st
+        forever = (isinstance(s.expr, NameExpr) and s.expr.fullname == "builtins.True") or (
+            isinstance(s.expr, IntExpr) and s.expr.value != 0
+        )
+        loop_locals = self.loop_locals(s, [s.body])
+
+        def one_pass(head: State) -> tuple[State | None, State | None]:
+            self.st = head
+            t, f = self.cond(s.expr)
+            self.st = t
+            if t is not None:
+                self.block(s.body)
+            return (None if forever else f), self.st
+
+        exit_state, frame = self.run_loop(entry, one_pass, loop_locals, self._last_line(s.body))
+        self.st = exit_state
+        if self.st is not None and s.else_body is not None:
+            self.block(s.else_body)
+        self.st = join_all([self.st, *frame.breaks])
+
+    def for_stmt(self, s: ForStmt) -> None:
+        self.lend(self.ev(s.expr))
+        if self.st is None:
+            return
+        entry = self.st
+        loop_locals = self.loop_locals(s, [s.index, s.body])
+
+        def one_pass(head: State) -> tuple[State | None, State | None]:
+            self.st = dict(head)
+            self.bind(s.index, OTHER, s.line)
+            self.block(s.body)
+            return head, self.st
+
+        exit_state, frame = self.run_loop(entry, one_pass, loop_locals, self._last_line(s.body))
+        self.st = exit_state
+        if self.st is not None and s.else_body is not None:
+            self.block(s.else_body)
+        self.st = join_all([self.st, *frame.breaks])
+
+    @staticmethod
+    def _last_line(b: Block) -> int:
+        if not b.body:
+            return b.line
+        last = b.body[-1]
+        return last.end_line if last.end_line is not None else last.line
+
+
+    def try_stmt(self, s: TryStmt) -> None:
+        handlers: list[list[TypeInfo] | None] = []
+        for texpr in s.types:
+            handlers.append(None if texpr is None else self.handler_classes(texpr))
+        frame = TryFrame(handlers, s.finally_body is not None)
+        self.frames.append(frame)
+        try:
+            self.block(s.body)
+            body_out = self.st
+            frame.in_body = False
+            outs: list[State | None] = []
+            for i, handler in enumerate(s.handlers):
+                self.st = join(frame.body_exc, frame.caught[i])
+                if self.st is None:
+                    continue
+                target = s.vars[i]
+                if target is not None:
+                    self.bind(target, OTHER, handler.line)
+                self.block(handler)
+                outs.append(self.st)
+            if not frame.catch_all():
+                frame.escaping = join(frame.escaping, frame.body_exc)
+            self.st = body_out
+            if self.st is not None and s.else_body is not None:
+                self.block(s.else_body)
+            outs.append(self.st)
+            normal = join_all(outs)
+        finally:
+            self.frames.pop()
+        if s.finally_body is None:
+            self.st = frame.escaping
+            self.record_exception()
+            self.st = normal
+            return
+        fin = s.finally_body
+        everything = join_all([normal, frame.escaping, *(p.state for p in frame.pending)])
+        if everything is None:
+            self.st = None
+            return
+        self.st = everything
+        self.block(fin)
+        self.muted += 1
+        try:
+            escaping = self.run_block_from(fin, frame.escaping)
+            resumed = [(p, self.run_block_from(fin, p.state)) for p in frame.pending]
+            after_normal = self.run_block_from(fin, normal)
+        finally:
+            self.muted -= 1
+        if escaping is not None:
+            self.st = escaping
+            self.record_exception()
+        for p, st in resumed:
+            if st is not None:
+                self.unwind(p.kind, st, p.line, p.raised)
+        self.st = after_normal
+
+    def run_block_from(self, b: Block, st: State | None) -> State | None:
+        if st is None:
+            return None
+        self.st = dict(st)
+        self.block(b)
+        return self.st
+
+    def handler_classes(self, e: Expression) -> list[TypeInfo] | None:
+        """The classes an `except` clause catches, from the clause's type (a tuple variable too).
+
+        None when they cannot be known: the handler is then taken to catch everything.
+        """
+        items = e.items if isinstance(e, TupleExpr) else [e]
+        out: list[TypeInfo] = []
+        for item in items:
+            if isinstance(item, RefExpr) and isinstance(item.node, TypeInfo):
+                out.append(item.node)
+                continue
+            found = _caught_by_type(self.types.get(item))
+            if found is None:
+                return None
+            out.extend(found)
+        return out
+
+    def with_stmt(self, s: WithStmt) -> None:
+        after_block: list[Var] = []
+        kept: list[tuple[Var, Facts]] = []
+        swallows = False
+        for expr, target in zip(s.expr, s.target):
+            v = self.ev(expr)
+            if self.st is None:
+                return
+            if v.kind == "var" and v.var is not None:
+                self.check_use(v.var, v.line, v.column)
+                facts = self.facts(v.var)
+                held = [f for f in facts if f[0] == HELD]
+                if held:
+                    self.st[v.var] = borrowed(held[0][3])
+                    exit_name = "__aexit__" if s.is_async else "__exit__"
+                    if self.calls.is_consuming(self.types.get(expr), exit_name):
+                        after_block.append(v.var)
+                    else:
+                        kept.append((v.var, facts))
+            swallows = swallows or self.exit_swallows(expr, s.is_async)
+            if target is not None:
+                var = self.local_var(target)
+                kind = classify(var.type) if var is not None else None
+                if var is not None and kind is not None:
+                    self.bind_local(var, OTHER, target.line, target.column)
+                    self.st[var] = borrowed(kind.noun)
+                    after_block.append(var)
+                else:
+                    self.bind(target, OTHER, s.line)
+        frame = WithFrame() if swallows else None
+        if frame is not None:
+            self.frames.append(frame)
+        try:
+            self.block(s.body)
+        finally:
+            if frame is not None:
+                self.frames.pop()
+        if frame is not None:
+            self.st = join(self.st, frame.swallowed)
+        if self.st is not None:
+            for var in after_block:
+                noun = "Lease" if var.type is None else (classify(var.type) or Tracked("Lease", True)).noun
+                self.st[var] = frozenset({(RELEASED, s.line, s.column, noun)})
+            for var, facts in kept:
+                self.st[var] = facts
+
+    def exit_swallows(self, cm: Expression, is_async: bool) -> bool:
+        """Whether the context manager's `__exit__` is declared to return `bool`."""
+        t = self.types.get(cm)
+        p = get_proper_type(t) if t is not None else None
+        if not isinstance(p, Instance):
+            return False
+        method = p.type.get_method("__aexit__" if is_async else "__exit__")
+        sig = get_proper_type(method.type) if isinstance(method, FuncBase) and method.type else None
+        if isinstance(method, Decorator):
+            sig = get_proper_type(method.func.type) if method.func.type else None
+        if not isinstance(sig, CallableType):
+            return False
+        ret = get_proper_type(sig.ret_type)
+        if is_async and isinstance(ret, Instance) and ret.args:
+            ret = get_proper_type(ret.args[-1])
+        return isinstance(ret, Instance) and ret.type.fullname == "builtins.bool"
+
+    def match_stmt(self, s: MatchStmt) -> None:
+        self.lend(self.ev(s.subject))
+        if self.st is None:
+            return
+        remaining: State | None = self.st
+        outs: list[State | None] = []
+        subject = self.local_var(s.subject)
+        enum_left = _enum_members(self.types.get(s.subject))
+        for pattern, guard, body in zip(s.patterns, s.guards, s.bodies):
+            if remaining is None:
+                break
+            self.st = dict(remaining)
+            presence = self.pattern_presence(pattern) if subject is not None else None
+            if subject is not None and presence is not None:
+                self.st = self.narrow(self.st, subject, present=presence)
+            self.bind_pattern(pattern)
+            if guard is not None:
+                t, f = self.cond(guard)
+                remaining = join(remaining, f)
+                self.st = t
+            elif self.irrefutable(pattern):
+                remaining = None
+            else:
+                if subject is not None and presence is not None:
+                    remaining = self.narrow(remaining, subject, present=not presence)
+                if enum_left is not None:
+                    enum_left -= _enum_values(pattern)
+                    if not enum_left:
+                        remaining = None
+            if self.st is not None:
+                self.block(body)
+            outs.append(self.st)
+        outs.append(remaining)
+        self.st = join_all(outs)
+
+    def pattern_presence(self, p: Pattern) -> bool | None:
+        """False for `case None:`, True for a class pattern of a tracked class, else None."""
+        if isinstance(p, SingletonPattern):
+            return False if p.value is None else None
+        if isinstance(p, ClassPattern) and isinstance(p.class_ref.node, TypeInfo):
+            info = p.class_ref.node
+            return True if info.fullname == LEASE or is_linear_info(info) else None
+        return None
+
+    def irrefutable(self, p: Pattern) -> bool:
+        if isinstance(p, AsPattern):
+            return p.pattern is None or self.irrefutable(p.pattern)
+        if isinstance(p, OrPattern):
+            return any(self.irrefutable(sub) for sub in p.patterns)
+        return False
+
+    def bind_pattern(self, p: Pattern) -> None:
+        for name in name_refs(p):
+            if isinstance(name.node, Var) and name.node in self.locals and name.is_new_def:
+                self.bind(name, OTHER, name.line)
+
+
+def _caught_by_type(t: Type | None) -> list[TypeInfo] | None:
+    """Exception classes named by a value of type `t`: `type[E]`, a tuple of them, or a union."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, TypeType):
+        item = get_proper_type(p.item)
+        return [item.type] if isinstance(item, Instance) else None
+    if isinstance(p, FunctionLike) and p.is_type_obj():
+        return [p.type_object()]
+    if isinstance(p, TupleType):
+        parts = [_caught_by_type(item) for item in p.items]
+    elif isinstance(p, UnionType):
+        parts = [_caught_by_type(item) for item in p.items]
+    elif isinstance(p, Instance) and p.type.fullname == "builtins.tuple" and p.args:
+        parts = [_caught_by_type(p.args[0])]
+    else:
+        return None
+    out: list[TypeInfo] = []
+    for part in parts:
+        if part is None:
+            return None
+        out.extend(part)
+    return out
+
+
+def _enum_members(t: Type | None) -> set[str] | None:
+    """The member names of the enum type `t`, for exhaustiveness of a `match` on it."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, Instance) and p.type.is_enum:
+        return set(p.type.enum_members)
+    return None
+
+
+def _enum_values(p: Pattern) -> set[str]:
+    if isinstance(p, OrPattern):
+        return set().union(*(_enum_values(sub) for sub in p.patterns))
+    if isinstance(p, ValuePattern) and isinstance(p.expr, MemberExpr):
+        return {p.expr.name}
+    return set()

@@ -1,0 +1,117 @@
+"""Conditions: the states where a test is true and false, narrowing owned names."""
+
+from __future__ import annotations
+
+from mypy.nodes import (
+    AssignmentExpr,
+    CallExpr,
+    ComparisonExpr,
+    Expression,
+    MemberExpr,
+    NameExpr,
+    OpExpr,
+    RefExpr,
+    TypeInfo,
+    UnaryExpr,
+    Var,
+)
+from mypy.types import Instance, NoneType, UnionType, get_proper_type
+
+from leases.check.facts import State, join
+from leases.check.model import LEASE, is_linear_info, tracked_instance
+from leases.check.ownership import OwnershipBase
+
+
+class ConditionsMixin(OwnershipBase):
+    """Condition analysis and narrowing of owned names."""
+
+    def cond(self, e: Expression) -> tuple[State | None, State | None]:
+        """Evaluate a condition; return the states where it is true and false."""
+        if self.st is None:
+            return None, None
+        if isinstance(e, UnaryExpr) and e.op == "not":
+            t, f = self.cond(e.expr)
+            return f, t
+        if isinstance(e, OpExpr) and e.op in ("and", "or"):
+            t1, f1 = self.cond(e.left)
+            if e.op == "and":
+                self.st = t1
+                t2, f2 = self.cond(e.right)
+                return t2, join(f1, f2)
+            self.st = f1
+            t2, f2 = self.cond(e.right)
+            return join(t1, t2), f2
+        test = self.none_test(e)
+        if test is not None:
+            var, true_means_value = test
+            st = self.current()
+            if st is None:
+                return None, None
+            return (
+                self.narrow(st, var, present=true_means_value),
+                self.narrow(st, var, present=not true_means_value),
+            )
+        self.lend(self.ev(e))
+        st = self.st
+        return st, (None if st is None else dict(st))
+
+    def none_test(self, e: Expression) -> tuple[Var, bool] | None:
+        """For `x is None`, `x is not None`, `x` and walrus forms: (x, true-means-not-None)."""
+        if isinstance(e, ComparisonExpr) and len(e.operators) == 1 and e.operators[0] in (
+            "is", "is not", "==", "!="
+        ):
+            left, right = e.operands
+            if _is_none(left):
+                left, right = right, left
+            if not _is_none(right):
+                return None
+            var = self.tested_var(left)
+            if var is None:
+                return None
+            return var, e.operators[0] in ("is not", "!=")
+        if (
+            isinstance(e, CallExpr) and isinstance(e.callee, NameExpr)
+            and e.callee.fullname == "builtins.isinstance" and len(e.args) == 2
+            and isinstance(e.args[1], RefExpr) and isinstance(e.args[1].node, TypeInfo)
+        ):
+            info = e.args[1].node
+            var = self.local_var(e.args[0])
+            if var is not None and (info.fullname == LEASE or is_linear_info(info)):
+                return var, True
+            return None
+        if isinstance(e, MemberExpr) and self.container_places:
+            var = self.local_var(e)
+            if var in self.container_places:
+                return var, True
+        if isinstance(e, (NameExpr, AssignmentExpr, MemberExpr)):
+            name = e.target if isinstance(e, AssignmentExpr) else e
+            if not self.truthiness_is_presence(name):
+                return None
+            var = self.tested_var(e)
+            return None if var is None else (var, True)
+        return None
+
+    def tested_var(self, e: Expression) -> Var | None:
+        if isinstance(e, AssignmentExpr):
+            self.ev(e)
+            return self.local_var(e.target)
+        return self.local_var(e)
+
+    def truthiness_is_presence(self, e: Expression) -> bool:
+        t = self.types.get(e)
+        p = get_proper_type(t) if t is not None else None
+        if not isinstance(p, UnionType):
+            return False
+        seen_none = False
+        for item in p.items:
+            ip = get_proper_type(item)
+            if isinstance(ip, NoneType):
+                seen_none = True
+            elif not (isinstance(ip, Instance) and tracked_instance(ip) is not None
+                      and ip.type.get("__bool__") is None and ip.type.get("__len__") is None):
+                return False
+        return seen_none
+
+
+def _is_none(e: Expression) -> bool:
+    return isinstance(e, NameExpr) and e.fullname == "builtins.None"

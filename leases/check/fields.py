@@ -1,0 +1,165 @@
+"""Owned fields: leases and `@linear` values kept in attributes of `self` and other parameters.
+
+A field `p.f` of a parameter `p` is analysed like a local variable named
+`p.f`. It starts held (nothing in `__init__`), `x = p.f` moves its value to
+`x` and `p.f = None` completes the move; `x = p.f` without the reset only
+borrows. At a normal exit of a `@consumes` method every owned field of `self`
+must be discharged (released, handed on, or moved out); at every other exit a
+field must not be left holding a released or moved value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mypy.nodes import (
+    FUNC_NO_INFO,
+    ClassDef,
+    FuncItem,
+    MemberExpr,
+    NameExpr,
+    Node,
+    TypeInfo,
+    Var,
+)
+from mypy.types import Instance, Type, UnionType, get_proper_type
+
+from leases.check import codes
+from leases.check.facts import HELD, MOVED, RELEASED, State, verb
+from leases.check.model import (
+    Field,
+    consuming_method,
+    declared_fields,
+    field_of,
+    is_linear_info,
+    owned_fields,
+)
+from leases.check.ownership import OwnershipBase
+from leases.check.walk import children
+
+
+class FieldsMixin(OwnershipBase):
+    """Field variables: set up at function entry, checked at every exit."""
+
+    def setup_places(self, fn: FuncItem, st: State) -> None:
+        self.discharging = set()
+        params = {arg.variable for arg in fn.arguments}
+        info = fn.info if fn.info is not FUNC_NO_INFO else None
+        self_var = (
+            fn.arguments[0].variable if info is not None and fn.arguments and not fn.is_static
+            else None
+        )
+        for node in _members(fn.body.body):
+            base = node.expr.node if isinstance(node.expr, NameExpr) else None
+            if not isinstance(base, Var) or base not in self.locals:
+                continue
+            key = (base, node.name)
+            if key in self.places:
+                continue
+            field = field_of(base.type, node.name)
+            if field is None or (field.container and not _linear(base.type)):
+                continue
+            place = Var(f"{base.name}.{node.name}", None)
+            self.places[key] = place
+            self.place_bases[place] = base
+            self.place_nouns[place] = field.noun
+            if field.container:
+                self.container_places.add(place)
+            if base in params and not (base is self_var and fn.name == "__init__"):
+                st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
+        if (
+            info is not None and self_var is not None and is_linear_info(info)
+            and consuming_method(info, fn.name)
+        ):
+            self.discharge_all(self_var, owned_fields(info), fn, st)
+        for arg in fn.arguments:
+            var = arg.variable
+            if var is self_var or not any(f[0] == HELD for f in st.get(var, ())):
+                continue
+            fields = _fields_of_type(var.type)
+            if fields:
+                self.discharge_all(var, fields, fn, st)
+
+    def discharge_all(self, base: Var, fields: dict[str, Field], fn: FuncItem, st: State) -> None:
+        """Every owned field of `base` must be discharged at normal exits."""
+        self.discharging.add(base)
+        for name, field in fields.items():
+            if (base, name) in self.places:
+                continue
+            place = Var(f"{base.name}.{name}", None)
+            self.places[(base, name)] = place
+            self.place_bases[place] = base
+            self.place_nouns[place] = field.noun
+            if field.container:
+                self.container_places.add(place)
+            st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
+
+    def check_fields(self, st: State, kind: str, line: int) -> None:
+        """Fields at an exit: discharged (consuming method), or not left dangling (any other)."""
+        params = {arg.variable for arg in self.fn.arguments} if self.fn is not None else set()
+        for place, base in self.place_bases.items():
+            facts = st.get(place)
+            if not facts or base not in params:
+                continue
+            pair = any(self.links.get(v) is place and any(f[0] == HELD for f in st.get(v, ()))
+                       for v in self.links)
+            if base in self.discharging and kind not in ("raise", "cancel"):
+                held = sorted({(f[1], f[2], f[3]) for f in facts
+                               if f[0] == HELD or (pair and f[0] == MOVED)})
+                modal = "is not" if len(held) == len(facts) else "may not be"
+                for hline, hcol, noun in held:
+                    self.report(
+                        hline, hcol, codes.LEAK.code,
+                        f'{noun} field "{place.name}" {modal} {verb(noun)} or transferred '
+                        f"before {self.where(kind, line)} (a @consumes method discharges every "
+                        f"owned field)",
+                    )
+                continue
+            gone = sorted({(f[0], f[1], f[3]) for f in facts
+                           if f[0] == RELEASED or (f[0] == MOVED and not pair)})
+            for what, at, noun in gone:
+                modal = "is" if len(gone) == len(facts) else "may be"
+                how = verb(noun) if what == RELEASED else "moved out"
+                self.report(
+                    at, 0, codes.DANGLING.code,
+                    f'{noun} field "{place.name}" {modal} {how} at line {at} but still stored at '
+                    f"{self.where(kind, line)}; set it to None or to a new value",
+                )
+
+
+def _members(body: Sequence[Node]) -> list[MemberExpr]:
+    out: list[MemberExpr] = []
+    stack: list[Node] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (FuncItem, ClassDef)):
+            continue
+        if isinstance(node, MemberExpr):
+            out.append(node)
+        stack.extend(children(node))
+    out.sort(key=lambda m: (m.line, m.column))
+    return out
+
+
+def unowned_fields(info: TypeInfo) -> list[Field]:
+    """The owned fields `info` declares although it is not `@linear` (nothing releases them)."""
+    return [] if is_linear_info(info) else [f for f in declared_fields(info) if not f.container]
+
+
+def _fields_of_type(t: Type | None) -> dict[str, Field]:
+    p = get_proper_type(t) if t is not None else None
+    items = p.items if isinstance(p, UnionType) else [p]
+    out: dict[str, Field] = {}
+    for item in items:
+        ip = get_proper_type(item) if item is not None else None
+        if isinstance(ip, Instance):
+            out.update(owned_fields(ip.type))
+    return out
+
+
+def _linear(t: Type | None) -> bool:
+    """Whether a value of type `t` is an instance of a `@linear` class (any union item)."""
+    p = get_proper_type(t) if t is not None else None
+    items = p.items if isinstance(p, UnionType) else [p]
+    return any(isinstance(ip, Instance) and is_linear_info(ip.type)
+               for ip in (get_proper_type(i) if i is not None else None for i in items))

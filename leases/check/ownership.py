@@ -1,0 +1,534 @@
+"""The checker's state and the ownership events: use, lend, transfer, consume, bind."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from mypy.nodes import (
+    Block,
+    ConditionalExpr,
+    Expression,
+    FuncItem,
+    IndexExpr,
+    ListExpr,
+    MemberExpr,
+    NameExpr,
+    Node,
+    StarExpr,
+    Statement,
+    TupleExpr,
+    TypeInfo,
+    Var,
+)
+from mypy.types import Instance, Type, get_proper_type
+
+from leases.check import codes
+from leases.check.calls import CallModel
+from leases.check.facts import (
+    BORROWED,
+    HELD,
+    MOVED,
+    NOTHING,
+    NOTHING_FACTS,
+    OTHER,
+    RELEASED,
+    Facts,
+    Frame,
+    LoopFrame,
+    Pending,
+    State,
+    TryFrame,
+    Value,
+    WithFrame,
+    borrowed,
+    dropped_message,
+    join,
+    verb,
+)
+from leases.check.model import classify, container_item, is_borrowed
+from leases.check.walk import name_refs
+
+if TYPE_CHECKING:
+    from leases.check.flow import ModuleChecker
+
+
+class OwnershipBase:
+    """State, reporting and ownership events shared by every part of the function analysis."""
+
+    mod: ModuleChecker
+    types: Mapping[Expression, Type]
+    calls: CallModel
+    fn: FuncItem | None
+    body: list[Statement]
+    enclosing: frozenset[Var]
+    muted: int
+    frames: list[Frame]
+    exits: list[tuple[str, State, int]]
+    st: State | None
+    loop_locals_cache: dict[int, frozenset[Var]]
+    locals: set[Var]
+    refs: Counter[Var]
+    return_lends: bool
+    exit_state: State | None
+    places: dict[tuple[Var, str], Var]
+    """(parameter, attribute) -> the variable standing for that owned field."""
+    place_bases: dict[Var, Var]
+    """Field variable -> the parameter whose field it is."""
+    discharging: set[Var]
+    """Holders whose owned fields this function must discharge (see `leases.check.fields`)."""
+    place_nouns: dict[Var, str]
+    container_places: set[Var]
+    """Field variables of container fields: emptied by `while f:` or `f.clear()`, not released."""
+    slots: dict[Var, str]
+    """Local -> the `container[key]` it borrowed from; `del container[key]` makes it the owner."""
+    links: dict[Var, Var]
+    """Local -> the field variable it was last bound from (`x = self.f`)."""
+
+    def ev(self, e: Expression) -> Value:
+        raise NotImplementedError
+
+    def cond(self, e: Expression) -> tuple[State | None, State | None]:
+        raise NotImplementedError
+
+    def block(self, b: Block) -> None:
+        raise NotImplementedError
+
+    def report(self, line: int, column: int, code: str, message: str) -> None:
+        if not self.muted:
+            self.mod.report(line, column, code, message)
+
+    def where(self, kind: str, line: int) -> str:
+        if kind == "end":
+            return f"the end of the function at line {line}"
+        if kind == "loop-end":
+            return f"the end of the loop body at line {line}"
+        if kind == "cancel":
+            return f"a cancellation or close at the suspension on line {line}"
+        return f"{kind} at line {line}"
+
+    def check_exit(self, st: State, kind: str, line: int, only: Iterable[Var] | None = None) -> None:
+        targets = only if only is not None else list(st)
+        for var in targets:
+            facts = st.get(var)
+            if not facts or var in self.place_bases:
+                continue
+            if var in self.discharging:
+                continue
+            if self.borrowed_from_field(st, var):
+                facts = frozenset(f for f in facts if f[0] != HELD)
+            held = sorted({(f[1], f[2], f[3]) for f in facts if f[0] == HELD})
+            if not held:
+                continue
+            definite = all(f[0] == HELD for f in facts)
+            for hline, hcol, noun in held:
+                modal = "is not" if definite else "may not be"
+                self.report(
+                    hline, hcol, codes.LEAK.code,
+                    f'{noun} "{var.name}" {modal} {verb(noun)} or transferred before '
+                    f"{self.where(kind, line)}",
+                )
+
+    def borrowed_from_field(self, st: State, var: Var) -> bool:
+        """`x = self.f` with the field never reset: `x` only borrowed what the field still holds."""
+        place = self.links.get(var)
+        return place is not None and any(f[0] == MOVED for f in st.get(place, ()))
+
+    def narrow(self, st: State, var: Var, *, present: bool) -> State:
+        out = dict(st)
+        facts = st.get(var, NOTHING_FACTS)
+        if present:
+            kept = frozenset(f for f in facts if f[0] != NOTHING)
+            out[var] = kept or facts
+        else:
+            out[var] = NOTHING_FACTS
+            place = self.links.get(var)
+            if place is not None and all(f[0] in (MOVED, NOTHING) for f in st.get(place, ())):
+                out[place] = NOTHING_FACTS
+        return out
+
+    def current(self) -> State | None:
+        """The state now (a call, so mypy does not keep narrowing across evaluations)."""
+        return self.st
+
+    def facts(self, var: Var) -> Facts:
+        assert self.st is not None
+        return self.st.get(var, NOTHING_FACTS)
+
+    def local_var(self, e: Expression) -> Var | None:
+        """The variable `e` names: a local, or an owned field of a parameter (`self.full`)."""
+        if isinstance(e, NameExpr) and isinstance(e.node, Var) and e.node in self.locals:
+            return e.node
+        if isinstance(e, MemberExpr) and isinstance(e.expr, NameExpr) and self.places:
+            base = e.expr.node
+            if isinstance(base, Var):
+                return self.places.get((base, e.name))
+        return None
+
+    def fields_rebound(self, base: Var, v: Value, line: int, column: int) -> None:
+        """`base = <value>`: an object just built owns nothing yet; any other may hold its fields."""
+        if self.st is None or not self.places:
+            return
+        for (owner, _), place in self.places.items():
+            if owner is base:
+                if v.kind in ("fresh", "new", "none"):
+                    self.st[place] = NOTHING_FACTS
+                else:
+                    noun = self.place_nouns.get(place, "Lease")
+                    self.st[place] = frozenset({(HELD, line, column, noun)})
+
+    def fields_gone(self, base: Var) -> None:
+        """`base` itself was consumed or handed on: its fields went with it."""
+        if self.st is None or not self.places:
+            return
+        for (owner, _), place in self.places.items():
+            if owner is base:
+                self.st[place] = NOTHING_FACTS
+
+    def record_exception(self, state: State | None = None) -> None:
+        """The current state may reach the innermost handler: any statement may raise."""
+        st = self.st if state is None else state
+        if st is None:
+            return
+        for frame in reversed(self.frames):
+            if isinstance(frame, WithFrame):
+                frame.swallowed = join(frame.swallowed, st)
+            elif isinstance(frame, TryFrame):
+                if frame.in_body:
+                    frame.body_exc = join(frame.body_exc, st)
+                else:
+                    frame.escaping = join(frame.escaping, st)
+                return
+
+    def unwind(self, kind: str, st: State, line: int, raised: list[TypeInfo] | None = None) -> None:
+        """Send an abrupt exit to whatever catches it: a loop, a handler, a finally, the caller."""
+        self.exit_state = st
+        for frame in reversed(self.frames):
+            if isinstance(frame, LoopFrame):
+                if kind in ("break", "continue"):
+                    self.loop_exit_check(frame, st, kind, line)
+                    (frame.breaks if kind == "break" else frame.continues).append(st)
+                    return
+            elif isinstance(frame, TryFrame):
+                if kind == "raise" and frame.in_body:
+                    index = frame.handler_for(raised)
+                    if index is not None:
+                        frame.caught[index] = join(frame.caught[index], st)
+                        return
+                if frame.has_finally:
+                    frame.pending.append(Pending(kind, st, line, raised))
+                    return
+        if kind in ("return", "raise", "cancel") and not self.muted:
+            self.exits.append((kind, st, line))
+
+    def loop_exit_check(self, frame: LoopFrame, st: State, kind: str, line: int) -> None:
+        held = [v for v in frame.loop_locals if any(f[0] == HELD for f in st.get(v, ()))]
+        if not held:
+            return
+        self.check_exit(st, kind, line, only=held)
+        for var in held:
+            st[var] = NOTHING_FACTS
+
+    def loop_locals(self, loop: Node, body: Iterable[Node]) -> frozenset[Var]:
+        key = id(loop)
+        cached = self.loop_locals_cache.get(key)
+        if cached is not None:
+            return cached
+        inside: Counter[Var] = Counter()
+        for node in body:
+            for name in name_refs(node, into_functions=False):
+                if isinstance(name.node, Var) and name.node in self.locals:
+                    inside[name.node] += 1
+        result = frozenset(v for v, n in inside.items() if n == self.refs.get(v, 0))
+        self.loop_locals_cache[key] = result
+        return result
+
+
+    def check_use(self, var: Var, line: int, column: int) -> None:
+        facts = self.facts(var)
+        for kind, what in ((RELEASED, "release"), (MOVED, "move")):
+            hits = sorted((f[1], f[3]) for f in facts if f[0] == kind)
+            if not hits:
+                continue
+            at, noun = hits[0]
+            noun = noun or "Lease"
+            definite = all(f[0] == kind for f in facts)
+            if kind == RELEASED:
+                code = codes.USE_AFTER_RELEASE.code
+                happened = f"{verb(noun)} at line {at}"
+                if definite:
+                    msg = f'{noun} "{var.name}" is used after it was {happened}'
+                else:
+                    msg = f'{noun} "{var.name}" may be used after it was {happened}'
+            else:
+                code = codes.USE_AFTER_MOVE.code
+                if definite:
+                    msg = f'{noun} "{var.name}" is used after its ownership moved at line {at}'
+                else:
+                    msg = f'{noun} "{var.name}" may be used after its ownership moved at line {at}'
+            self.report(line, column, code, msg)
+            return
+
+    def lend(self, v: Value) -> None:
+        """A use that keeps ownership where it is (reading, a plain parameter)."""
+        if self.st is None:
+            return
+        if v.kind == "fresh":
+            self.report(v.line, v.column, codes.DISCARDED.code,
+                        f'{v.noun} returned by "{v.source}" is discarded')
+        elif v.kind == "tuple":
+            self.report(v.line, v.column, codes.DISCARDED.code,
+                        f'Tuple of owned values returned by "{v.source}" is discarded')
+        elif v.kind == "var" and v.var is not None:
+            self.check_use(v.var, v.line, v.column)
+
+    def transfer(self, v: Value, how: str, line: int) -> None:
+        """Ownership leaves the current holder (return, store, owning parameter)."""
+        if self.st is None or v.kind not in ("var", "borrowed"):
+            return
+        if v.kind == "borrowed":
+            self.report(v.line, v.column, codes.ESCAPE.code,
+                        f'Borrowed value returned by "{v.source}" cannot be transferred by {how}')
+            return
+        var = v.var
+        assert var is not None
+        facts = self.facts(var)
+        if any(f[0] == BORROWED for f in facts):
+            noun = next((f[3] for f in facts if f[3]), "Value")
+            self.report(v.line, v.column, codes.ESCAPE.code,
+                        f'{noun} "{var.name}" is borrowed and cannot be transferred by {how}')
+            return
+        self.check_use(var, v.line, v.column)
+        owned = [f for f in facts if f[0] in (HELD, RELEASED, MOVED)]
+        if owned:
+            noun = owned[0][3]
+            self.st[var] = frozenset({(MOVED, line, 0, noun)})
+        elif var in self.discharging:
+            self.st[var] = frozenset({(MOVED, line, 0, _noun_of(var))})
+        self.fields_gone(var)
+
+    def not_owning_parameter(self, var: Var) -> bool:
+        """A parameter declared with a type that owns nothing (`object`, `Any`, a protocol)."""
+        fn = self.fn
+        if fn is None or var.is_self or var.is_cls or var in self.place_bases:
+            return False
+        if not any(arg.variable is var for arg in fn.arguments):
+            return False
+        return classify(var.type) is None
+
+    def owns(self, v: Value) -> bool:
+        """Whether `v` is a value this function owns right now (fresh, or a held name)."""
+        if v.kind == "fresh":
+            return True
+        return v.kind == "var" and v.var is not None and self.st is not None and any(
+            f[0] == HELD for f in self.st.get(v.var, ())
+        )
+
+    def filled(self, container: Expression, t: Type | None, line: int) -> None:
+        """An owned value was moved into a local container: the container now holds it.
+
+        Any later read of the container (iterating, draining, returning, passing
+        it on) ends the tracking, since the element-wise fate is not followed;
+        a container that is filled and then dropped, overwritten or deleted leaks.
+        """
+        if self.st is None or not isinstance(container, NameExpr):
+            return
+        var = self.local_var(container)
+        item = container_item(t)
+        kind = classify(item) if item is not None and not is_borrowed(item) else None
+        if var is None or kind is None or self.fn is None:
+            return
+        if any(arg.variable is var for arg in self.fn.arguments):
+            return  # the caller's container: the caller owns what goes in
+        self.st[var] = frozenset({(HELD, line, container.column, f"{kind.noun} container")})
+
+    def store(self, v: Value, line: int) -> None:
+        """An item of a display: a local moves into it, a field only lends (it still holds it)."""
+        if v.kind == "var" and v.var in self.place_bases:
+            self.lend(v)
+        else:
+            self.transfer(v, "storing it in a container", line)
+
+    def consume(self, v: Value, line: int, column: int) -> None:
+        if self.st is None:
+            return
+        if v.kind == "borrowed":
+            self.report(line, column, codes.DOUBLE_RELEASE.code,
+                        f'Borrowed value returned by "{v.source}" cannot be {verb(v.noun)} '
+                        f"(its owner does that)")
+            return
+        if v.kind != "var" or v.var is None:
+            return
+        var = v.var
+        facts = self.facts(var)
+        owned = [f for f in facts if f[0] != NOTHING]
+        if not owned and self.not_owning_parameter(var):
+            self.report(line, column, codes.NOT_OWNED.code,
+                        f'"{var.name}" is not owned here (its parameter type is not a lease or '
+                        f"linear type); take it as one to consume it")
+            return
+        if any(f[0] == BORROWED for f in facts):
+            noun = next((f[3] for f in facts if f[3]), "Lease")
+            self.report(line, column, codes.DOUBLE_RELEASE.code,
+                        f'{noun} "{var.name}" is borrowed and cannot be {verb(noun)} here '
+                        f"(its owner does that)")
+            return
+        released = sorted((f[1], f[3]) for f in facts if f[0] == RELEASED)
+        if released:
+            at, noun = released[0]
+            if all(f[0] == RELEASED for f in facts):
+                msg = f'{noun} "{var.name}" is {verb(noun)} twice (first at line {at})'
+            else:
+                msg = f'{noun} "{var.name}" may be {verb(noun)} twice (first at line {at})'
+            self.report(line, column, codes.DOUBLE_RELEASE.code, msg)
+        else:
+            self.check_use(var, line, column)
+        if owned:
+            noun = v.noun or owned[0][3] or "Lease"
+            self.st[var] = frozenset({(RELEASED, line, column, noun)})
+        elif var in self.discharging:
+            self.st[var] = frozenset({(RELEASED, line, column, _noun_of(var))})
+        self.fields_gone(var)
+
+    def bind_local(self, var: Var, v: Value, line: int, column: int) -> None:
+        """`var = <value>`: the old value must not be held; the new one may be."""
+        assert self.st is not None
+        if v.kind == "var" and v.var is var:
+            return
+        self.links.pop(var, None)
+        self.slots.pop(var, None)
+        self.fields_rebound(var, v, line, column)
+        old = self.facts(var)
+        held = [f for f in old if f[0] == HELD]
+        if held:
+            self.report(line, column, codes.LEAK.code,
+                        dropped_message(var, old, held, "overwritten"))
+        if v.kind == "fresh":
+            self.st[var] = frozenset({(HELD, line, column, v.noun)})
+        elif v.kind == "var" and v.var is not None:
+            src = v.var
+            self.check_use(src, v.line, v.column)
+            facts = self.facts(src)
+            if any(f[0] in (HELD, RELEASED, MOVED) for f in facts):
+                self.st[var] = frozenset(
+                    (HELD, line, column, f[3]) if f[0] == HELD else f for f in facts
+                )
+                noun = next((f[3] for f in facts if f[3]), "Lease")
+                self.st[src] = frozenset({(MOVED, line, column, noun)})
+                if src in self.place_bases:
+                    self.links[var] = src
+            else:
+                self.st[var] = facts
+        elif v.kind == "borrowed":
+            self.st[var] = borrowed(v.noun)
+            if v.slot:
+                self.slots[var] = v.slot
+        else:
+            self.st[var] = NOTHING_FACTS
+
+    def bind(self, target: Expression, v: Value, line: int) -> None:
+        """Assign an evaluated value to an assignment target."""
+        if self.st is None:
+            return
+        if isinstance(target, NameExpr):
+            var = self.local_var(target)
+            if var is not None:
+                if target.name == "_" and v.kind in ("fresh", "tuple"):
+                    self.lend(v)
+                    return
+                self.bind_local(var, v, target.line, target.column)
+            elif self.fn is not None or not isinstance(target.node, Var):
+                self.transfer(v, "storing it outside the function", line)
+            else:
+                self.transfer(v, "storing it", line)
+        elif isinstance(target, MemberExpr):
+            self.lend(self.ev(target.expr))
+            place = self.local_var(target)
+            if place is not None:
+                self.bind_local(place, v, target.line, target.column)
+            elif self.borrowed_attribute(target):
+                self.lend(v)
+            else:
+                self.transfer(v, "storing it in an attribute", line)
+        elif isinstance(target, IndexExpr):
+            self.lend(self.ev(target.base))
+            self.lend(self.ev(target.index))
+            if self.borrowed_items(target.base):
+                self.lend(v)
+            else:
+                moved_in = self.owns(v)
+                self.transfer(v, "storing it in a container", line)
+                if moved_in:
+                    self.filled(target.base, self.types.get(target.base), line)
+        elif isinstance(target, (TupleExpr, ListExpr)):
+            if v.kind == "tuple" and len(v.items) == len(target.items):
+                for item, noun in zip(target.items, v.items):
+                    sub = Value("fresh", v.line, v.column, noun=noun, source=v.source) if noun else OTHER
+                    self.bind(item, sub, line)
+            else:
+                self.lend(v)
+                for item in target.items:
+                    self.bind(item, OTHER, line)
+        elif isinstance(target, StarExpr):
+            self.bind(target.expr, OTHER, line)
+        else:
+            self.lend(self.ev(target))
+
+    def borrowed_attribute(self, target: MemberExpr) -> bool:
+        """Whether the attribute is declared `Borrowed[...]`: storing there lends."""
+        if target.def_var is not None and is_borrowed(target.def_var.type):
+            return True
+        t = self.types.get(target.expr)
+        p = get_proper_type(t) if t is not None else None
+        if isinstance(p, Instance):
+            sym = p.type.get(target.name)
+            if sym is not None and isinstance(sym.node, Var):
+                return is_borrowed(sym.node.type)
+        return False
+
+    def borrowed_items(self, container: Expression) -> bool:
+        """Whether a container's item type (its last type argument) is `Borrowed[...]`."""
+        t = self.types.get(container)
+        p = get_proper_type(t) if t is not None else None
+        return isinstance(p, Instance) and bool(p.args) and is_borrowed(p.args[-1])
+
+    def sink(self, e: Expression, action: Callable[[Value], None]) -> None:
+        """Evaluate `e` and hand its value to `action`, path by path for `a if c else b`."""
+        if self.st is None:
+            return
+        if isinstance(e, ConditionalExpr):
+            t, f = self.cond(e.cond)
+            self.st = t
+            self.sink(e.if_expr, action)
+            after_true = self.st
+            self.st = f
+            self.sink(e.else_expr, action)
+            self.st = join(after_true, self.st)
+            return
+        action(self.ev(e))
+
+    def capture_check(self, node: Node, what: str) -> None:
+        if self.st is None or not self.locals:
+            return
+        seen: set[Var] = set()
+        for name in name_refs(node):
+            var = name.node
+            if not isinstance(var, Var) or var not in self.locals or var in seen:
+                continue
+            seen.add(var)
+            facts = self.facts(var)
+            tracked = any(f[0] in (HELD, BORROWED) for f in facts) or (
+                classify(var.type) is not None and any(f[0] != NOTHING for f in facts)
+            )
+            if not tracked:
+                continue
+            noun = next((f[3] for f in facts if f[3]), "Lease")
+            self.report(name.line, name.column, codes.ESCAPE.code,
+                        f'{noun} "{var.name}" is captured by {what}; pass it explicitly')
+            self.st[var] = NOTHING_FACTS
+
+
+def _noun_of(var: Var) -> str:
+    p = get_proper_type(var.type) if var.type is not None else None
+    return p.type.name if isinstance(p, Instance) else "Value"

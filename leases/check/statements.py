@@ -1,0 +1,321 @@
+"""Simple statements, `if`, `assert`, `del` and nested definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from mypy.nodes import (
+    AssertStmt,
+    AssignmentStmt,
+    Block,
+    BreakStmt,
+    ClassDef,
+    ContinueStmt,
+    Decorator,
+    DelStmt,
+    Expression,
+    ExpressionStmt,
+    ForStmt,
+    FuncDef,
+    FuncItem,
+    IfStmt,
+    IndexExpr,
+    ListExpr,
+    MatchStmt,
+    MemberExpr,
+    NameExpr,
+    Node,
+    OperatorAssignmentStmt,
+    OverloadedFuncDef,
+    RaiseStmt,
+    ReturnStmt,
+    StarExpr,
+    Statement,
+    TempNode,
+    TryStmt,
+    TupleExpr,
+    TypeInfo,
+    Var,
+    WhileStmt,
+    WithStmt,
+)
+from mypy.types import (
+    FunctionLike,
+    Instance,
+    TypeType,
+    UninhabitedType,
+    get_proper_type,
+)
+
+from leases.check import codes
+from leases.check.compound import CompoundMixin
+from leases.check.facts import (
+    BORROWED,
+    HELD,
+    NOTHING_FACTS,
+    OTHER,
+    State,
+    Value,
+    dropped_message,
+    exception_state,
+    join_all,
+    slot_of,
+)
+from leases.check.walk import children
+
+
+class StatementsMixin(CompoundMixin):
+    """Statement dispatch and simple statements."""
+
+    def stmts(self, body: Sequence[Statement]) -> None:
+        for s in body:
+            if self.st is None:
+                return
+            self.stmt(s)
+
+    def block(self, b: Block) -> None:
+        if b.is_unreachable or (b.body and self._block_unreachable_by_types(b.body)):
+            self.st = None
+            return
+        self.stmts(b.body)
+
+    def _block_unreachable_by_types(self, body: Sequence[Statement]) -> bool:
+        """mypy skipped this block (unreachable after narrowing): none of its expressions has a type.
+
+        Every expression of the block is looked at, not only the first
+        statement's rvalue: mypy records no type for some containers it checks
+        item by item (the right side of `a, b = x, y`). A block without any
+        expression (`pass`, `break`) counts as reachable.
+        """
+        stack: list[Node] = list(reversed(body))
+        seen_expression = False
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (FuncItem, ClassDef, Decorator, OverloadedFuncDef)):
+                continue
+            if isinstance(node, Expression) and not isinstance(node, TempNode):
+                if node in self.types:
+                    return False
+                seen_expression = True
+            stack.extend(children(node))
+        return seen_expression
+
+    def stmt(self, s: Statement) -> None:
+        if not self.frames:
+            self.dispatch(s)
+        elif isinstance(s, SIMPLE_STATEMENTS):
+            pre = None if self.st is None else dict(self.st)
+            self.exit_state = None
+            self.dispatch(s)
+            post = self.st if self.st is not None else self.exit_state
+            if pre is not None:
+                self.record_exception(exception_state(pre, post))
+        else:
+            if not isinstance(s, (TryStmt, Block)):
+                self.record_exception()
+            self.dispatch(s)
+
+    def dispatch(self, s: Statement) -> None:
+        if isinstance(s, ExpressionStmt):
+            self.expression_stmt(s)
+        elif isinstance(s, AssignmentStmt):
+            self.assignment(s)
+        elif isinstance(s, ReturnStmt):
+            self.return_stmt(s)
+        elif isinstance(s, IfStmt):
+            self.if_stmt(s)
+        elif isinstance(s, ForStmt):
+            self.for_stmt(s)
+        elif isinstance(s, WhileStmt):
+            self.while_stmt(s)
+        elif isinstance(s, TryStmt):
+            self.try_stmt(s)
+        elif isinstance(s, WithStmt):
+            self.with_stmt(s)
+        elif isinstance(s, RaiseStmt):
+            self.raise_stmt(s)
+        elif isinstance(s, (BreakStmt, ContinueStmt)):
+            assert self.st is not None
+            self.unwind("break" if isinstance(s, BreakStmt) else "continue", self.st, s.line)
+            self.st = None
+        elif isinstance(s, OperatorAssignmentStmt):
+            self.lend(self.ev(s.rvalue))
+            self.lend(self.ev(s.lvalue))
+        elif isinstance(s, DelStmt):
+            self.del_stmt(s.expr, s.line)
+        elif isinstance(s, AssertStmt):
+            self.assert_stmt(s)
+        elif isinstance(s, MatchStmt):
+            self.match_stmt(s)
+        elif isinstance(s, Block):
+            self.block(s)
+        elif isinstance(s, (FuncDef, Decorator, OverloadedFuncDef, ClassDef)):
+            self.definition(s)
+
+    def expression_stmt(self, s: ExpressionStmt) -> None:
+        v = self.ev(s.expr)
+        if v.kind in ("fresh", "tuple"):
+            self.lend(v)
+        t = self.types.get(s.expr)
+        if t is not None and isinstance(get_proper_type(t), UninhabitedType):
+            self.st = None
+
+    def assignment(self, s: AssignmentStmt) -> None:
+        if s.is_alias_def or isinstance(s.rvalue, TempNode):
+            return
+        first = s.lvalues[0]
+        rvalue = s.rvalue
+        if (
+            isinstance(first, (TupleExpr, ListExpr))
+            and isinstance(rvalue, (TupleExpr, ListExpr))
+            and len(first.items) == len(rvalue.items)
+            and not any(isinstance(i, StarExpr) for i in first.items + rvalue.items)
+        ):
+            values = [self.ev(item) for item in rvalue.items]
+            self.bind_simultaneously(first.items, values, s.line)
+        else:
+            self.sink(rvalue, lambda v: self.bind(first, v, s.line))
+        for extra in s.lvalues[1:]:
+            self.bind(extra, OTHER, s.line)
+        if self.st is not None:
+            t = self.types.get(rvalue)
+            if t is not None and isinstance(get_proper_type(t), UninhabitedType):
+                self.st = None
+
+    def bind_simultaneously(self, targets: list[Expression], values: list[Value], line: int) -> None:
+        """`a, b = b, a`: every value is read before any target is bound."""
+        if self.st is None:
+            return
+        rebound = {self.local_var(t) for t in targets} - {None}
+        staged: list[Var] = []
+        for i, v in enumerate(values):
+            src = v.var
+            if v.kind == "var" and src is not None and src in rebound:
+                self.check_use(src, v.line, v.column)
+                temp = Var(src.name, src.type)
+                self.st[temp] = self.facts(src)
+                self.st[src] = NOTHING_FACTS
+                values[i] = Value("var", v.line, v.column, var=temp)
+                staged.append(temp)
+        for target, value in zip(targets, values):
+            self.bind(target, value, line)
+        for temp in staged:
+            if self.st is not None:
+                self.st.pop(temp, None)
+
+    def return_stmt(self, s: ReturnStmt) -> None:
+        if s.expr is not None:
+            if self.return_lends:
+                self.sink(s.expr, self.lend)
+            else:
+                self.sink(s.expr, lambda v: self.transfer(v, "returning it", s.line))
+        if self.st is not None:
+            self.unwind("return", self.st, s.line)
+        self.st = None
+
+    def raise_stmt(self, s: RaiseStmt) -> None:
+        raised: list[TypeInfo] | None = None
+        if s.expr is not None:
+            self.lend(self.ev(s.expr))
+            raised = self.exception_classes(s.expr)
+        if s.from_expr is not None:
+            self.lend(self.ev(s.from_expr))
+        if self.st is not None:
+            self.unwind("raise", self.st, s.line, raised)
+        self.st = None
+
+    def exception_classes(self, e: Expression) -> list[TypeInfo] | None:
+        t = self.types.get(e)
+        if t is None:
+            return None
+        p = get_proper_type(t)
+        if isinstance(p, Instance):
+            return [p.type]
+        if isinstance(p, TypeType):
+            item = get_proper_type(p.item)
+            return [item.type] if isinstance(item, Instance) else None
+        if isinstance(p, FunctionLike) and p.is_type_obj():
+            return [p.type_object()]
+        return None
+
+    def if_stmt(self, s: IfStmt) -> None:
+        outs: list[State | None] = []
+        for cond, body in zip(s.expr, s.body):
+            t, f = self.cond(cond)
+            self.st = t
+            if t is not None:
+                self.block(body)
+            outs.append(self.st)
+            self.st = f
+            if f is None:
+                break
+        if self.st is not None and s.else_body is not None:
+            self.block(s.else_body)
+        outs.append(self.st)
+        self.st = join_all(outs)
+
+    def assert_stmt(self, s: AssertStmt) -> None:
+        if isinstance(s.expr, NameExpr) and s.expr.fullname == "builtins.False":
+            self.st = None
+            return
+        t, f = self.cond(s.expr)
+        if s.msg is not None and f is not None:
+            self.st = f
+            self.lend(self.ev(s.msg))
+        self.st = t
+
+    def del_stmt(self, e: Expression, line: int) -> None:
+        if isinstance(e, TupleExpr):
+            for item in e.items:
+                self.del_stmt(item, line)
+            return
+        var = self.local_var(e)
+        if var is not None and self.st is not None:
+            facts = self.facts(var)
+            held = [f for f in facts if f[0] == HELD]
+            if held:
+                self.report(line, e.column, codes.LEAK.code,
+                            dropped_message(var, facts, held, "deleted"))
+            self.st[var] = NOTHING_FACTS
+        elif isinstance(e, MemberExpr):
+            self.lend(self.ev(e.expr))
+        elif isinstance(e, IndexExpr):
+            self.lend(self.ev(e.base))
+            self.lend(self.ev(e.index))
+            self.taken_out(slot_of(e.base, e.index), line, e.column)
+
+    def taken_out(self, slot: str, line: int, column: int) -> None:
+        """`del d[k]` after `x = d[k]` (or `d.get(k)`): `x` now owns what the container held."""
+        if not slot or self.st is None:
+            return
+        for var, borrowed_from in list(self.slots.items()):
+            facts = self.st.get(var, ())
+            if borrowed_from == slot and any(f[0] == BORROWED for f in facts):
+                noun = next(f[3] for f in facts if f[0] == BORROWED)
+                self.st[var] = frozenset(
+                    (HELD, line, column, noun) if f[0] == BORROWED else f for f in facts
+                )
+                del self.slots[var]
+
+    def definition(self, s: Statement) -> None:
+        scope = self.enclosing | frozenset(self.locals)
+        if isinstance(s, Decorator):
+            for dec in s.original_decorators:
+                self.lend(self.ev(dec))
+            self.capture_check(s.func, "a closure")
+        elif isinstance(s, FuncDef):
+            self.capture_check(s, "a closure")
+        elif isinstance(s, OverloadedFuncDef):
+            if s.impl is not None:
+                impl = s.impl.func if isinstance(s.impl, Decorator) else s.impl
+                self.capture_check(impl, "a closure")
+        elif isinstance(s, ClassDef):
+            self.capture_check(s, "a nested class")
+        self.mod.enqueue_definition(s, scope)
+
+
+SIMPLE_STATEMENTS: Final = (
+    ExpressionStmt, AssignmentStmt, OperatorAssignmentStmt, DelStmt, AssertStmt, ReturnStmt,
+    RaiseStmt,
+)
