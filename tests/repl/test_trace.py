@@ -43,7 +43,7 @@ def test_step_through_a_replay(repl: RunRepl, trace_file: Path, tmp_path: Path) 
     first = run.out[0]
     assert first["cmd"] == "step" and first["args"] == ["2"] and first["steps"] == 2
     assert run.last("run")["reached"]
-    assert run.last("insert")["error"]["type"] == "CommandSyntaxError"
+    assert run.last("insert")["error"]["type"] == "NeedsLiveCacheError"
     final = run.of("step")[-1]
     assert final["idle"] and final["steps"] > 0
     check = run.last("check")
