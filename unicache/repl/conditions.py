@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from leases import PinSet
 
 from unicache.dump.schema import CrashDump
-from unicache.repl.errors import CommandSyntaxError, UnknownNameError
+from unicache.repl.errors import CommandSyntaxError, ConditionError, UnknownNameError
 from unicache.repl.refs import parse_node, resolve_node
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class Probe:
         if cache is None or s.dump is not None:
             sanity = s.view().sanity
             if sanity is None:
-                raise CommandSyntaxError("", "this dump recorded no sanity check; 'violation'/'clean' cannot be decided")
+                raise ConditionError("violation/clean", "this dump recorded no sanity check, so neither can be decided")
             return sanity.ok
         if not cache.sanity_check().ok:
             return False

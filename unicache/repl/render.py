@@ -480,7 +480,7 @@ def _help(d: JSONObject) -> RenderableType:
 
 @_renders("assert")
 def _assert(d: JSONObject) -> RenderableType:
-    return Text(f"ok: {d['condition']}", style="green")
+    return Text(f"ok: {'not ' if d.get('negated') else ''}{d['condition']}", style="green")
 
 
 @_renders("quit")

@@ -72,7 +72,7 @@ def cmd_assert(s: Session, a: Args) -> JSONObject:
     if holds == negate:
         raise ConditionError(cond.text, "holds" if negate else "does not hold",
                              expected=f"not {cond.text}" if negate else cond.text, actual=cond.actual(probe, {}))
-    return {"condition": cond.text, "holds": holds}
+    return {"condition": cond.text, "holds": holds, "negated": negate}
 
 
 @command("quit", "leave the REPL", Needs.NOTHING, "session")
