@@ -158,7 +158,8 @@ def _reclaim(d: JSONObject) -> RenderableType:
 @_renders("load-back")
 def _load_back(d: JSONObject) -> RenderableType:
     if d["ticket"] is None:
-        return Text(f"no load-back at #{d['anchor']}: {d['reason']}")
+        room = f" ({d['room_summary']})" if isinstance(d.get("room_summary"), str) else ""
+        return Text(f"no load-back at #{d['anchor']}: {d['reason']}{room}")
     moves = [f"{d['full_tokens']} full tokens"]
     if d.get("swa_tokens"):
         moves.append(f"{d['swa_tokens']} swa tokens")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from unicache.dump.schema import JSON, DumpTicket, JSONObject
 from unicache.repl.commands.base import Needs, command
-from unicache.repl.commands.capacity import describe_shortfall
+from unicache.repl.commands.capacity import describe_shortfall, host_only_rows
 from unicache.repl.errors import CapacityError, CommandSyntaxError, HostOnlyNodeError, NeedsLiveCacheError, UnknownNameError
 from unicache.repl.options import add_cache_options, config_from
 from unicache.repl.parser import Args, ReplArgumentParser
@@ -285,6 +285,8 @@ def cmd_evict(s: Session, a: Args) -> JSONObject:
     comp = {"full": Full, "swa": SWA, "mamba": Mamba}[comp_name]
     blocked = cache.counters.evict_blocked
     before = {t.id for t in s.view().tickets}
+    if s.manual is not None:
+        s.manual.take_flushed()  # flushes of earlier commands (an insert's eviction) are not this one's
     freed = cache.evict_device(comp, n) if tier == "device" else cache.evict_host(comp, n)
     flushed = s.manual.take_flushed() if s.manual is not None else []
     s.invalidate()
@@ -359,8 +361,13 @@ def cmd_load_back(s: Session, a: Args) -> JSONObject:
     refused = cache.counters.load_backs_refused
     t = cache.load_back(node)
     if t is None:
-        why = "refused: no device room" if cache.counters.load_backs_refused > refused else "nothing to move"
-        return {"anchor": node.id, "ticket": None, "reason": why}
+        if cache.counters.load_backs_refused == refused:
+            return {"anchor": node.id, "ticket": None, "reason": "nothing to move", "room": None}
+        s.invalidate()
+        view = s.view()
+        room = describe_shortfall(view, "full", "device", host_only_rows(view, node.id))
+        return {"anchor": node.id, "ticket": None, "reason": "refused: no device room", "room": room.to_json(),
+                "room_summary": room.summary}
     out: JSONObject = {
         "anchor": node.id,
         "ticket": t.id,

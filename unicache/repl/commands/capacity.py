@@ -18,7 +18,9 @@ from unicache.dump.schema import CrashDump, JSONObject
 class PoolShortfall:
     """`needed` rows of `component` on `tier` could not be had: what held the pool's rows then.
 
-    `kind` is "too-large" when the pool could never hold `needed`, else the
+    `kind` is "too-large" when the pool could never hold `needed`,
+    "room-available" when it has `needed` free rows (the refusal had another
+    cause), else the
     largest holder: "pins" (device/host rows of nodes pinned by leases),
     "quarantine" (rows held until a reset's stale acks), "in-flight" (rows
     copies of live tickets write), or "unexplained" when none holds any row
@@ -45,6 +47,8 @@ class PoolShortfall:
         kind, rows = max(held.items(), key=lambda kv: kv[1])
         if self.needed > self.capacity:
             kind, rows = "too-large", 1
+        elif self.free >= self.needed:
+            kind, rows = "room-available", 1
         object.__setattr__(self, "kind", kind if rows else "unexplained")
 
     @property
@@ -53,6 +57,12 @@ class PoolShortfall:
         if self.kind == "too-large":
             return (f"{self.needed} {self.component} {unit} needed, but the {self.tier} pool holds only "
                     f"{self.capacity} in all")
+        if self.kind == "room-available" and self.needed == 0:
+            return (f"no {self.component} {unit} to move ({self.free} of {self.capacity} {self.tier} free): "
+                    f"something other than {self.component} {self.tier} room refused it")
+        if self.kind == "room-available":
+            return (f"the {self.tier} {self.component} pool has room ({self.free} of {self.capacity} free for "
+                    f"{self.needed} {unit}): something other than {self.component} {self.tier} room refused it")
         parts: list[str] = []
         if self.pinned:
             leases = " ".join(f"L{i}" for i in self.pinned_by)
@@ -85,6 +95,17 @@ class PoolShortfall:
             "in_flight": self.in_flight,
             "in_flight_tickets": list(self.in_flight_tickets),
         }
+
+
+def host_only_rows(view: CrashDump, node_id: int, component: str = "full") -> int:
+    """Rows a load-back at `node_id` would move for `component`: the host-only chain ending there."""
+    rows = 0
+    for node in reversed(view.node_path(node_id)):
+        res = node.components.get(component)
+        if res is None or res.device is not None:
+            break
+        rows += _rows(res.host)
+    return rows
 
 
 def _rows(slots: object) -> int:
