@@ -122,14 +122,17 @@ HOST_ONLY = """\
 
 
 def test_lock_on_a_host_only_node_is_refused(repl: RunRepl) -> None:
-    """No silent root lock with 0 tokens: the error names the node, says host-only, suggests load-back;
-    with a device ancestor it names that one too. Nothing is locked and no lease is taken."""
+    """No silent root lock with 0 tokens: the error names the node, says host-only, suggests load-back.
+    Nothing is locked and no lease is taken. Below a device ancestor the lock covers that
+    ancestor and the receipt says so."""
     run = repl(HOST_ONLY + """\
         evict device 4
-        ! lock t:1..12
+        lock t:1..12
+        unlock last
         evict device 8
         ! lock t:1..8
-        assert counter locks == 1
+        ! lock t:1..12
+        assert counter locks == 2
         assert counter live == 0
         load-back t:1..12
         ack all
@@ -138,13 +141,16 @@ def test_lock_on_a_host_only_node_is_refused(repl: RunRepl) -> None:
         assert clean
         """)
     assert run.status == 0, run.failures()
-    partial, full = [e["error"] for e in run.of("lock") if not e["ok"]]
-    assert partial["type"] == full["type"] == "HostOnlyNodeError"
-    assert partial["ids"]["node_id"] == 3 and full["ids"]["node_id"] == 2
-    assert "node #3 is host-only" in partial["message"] and "'load-back #3'" in partial["message"]
-    assert "ancestor #2" in partial["message"] and "'lock #2'" in partial["message"]
-    assert "only cover the root" in full["message"]
-    assert run.last("lock")["ok"] and run.last("lock")["length"] == 12
+    partial, refused, again, whole = run.of("lock")
+    assert partial["ok"] and partial["requested"] == 3 and partial["node"] == 2 and partial["length"] == 8
+    assert partial["host_only_tail"] is True
+    assert refused["error"]["type"] == again["error"]["type"] == "HostOnlyNodeError"
+    assert refused["error"]["ids"]["node_id"] == 2 and again["error"]["ids"]["node_id"] == 3
+    message = refused["error"]["message"]
+    assert "node #2 is host-only" in message and "only cover the root" in message and "'load-back #2'" in message
+    assert whole["ok"] and whole["length"] == 12 and whole["host_only_tail"] is False
+    human = repl(HOST_ONLY + "evict device 4\nlock t:1..12\n", json_mode=False)
+    assert "#3 itself is host-only: only its device prefix is locked" in " ".join(human.text.split())
 
 
 def test_unlock_last_without_a_receipt(repl: RunRepl) -> None:

@@ -51,7 +51,10 @@ class NeedsManualTransferError(ReplError):
 
 
 class HostOnlyNodeError(ReplError):
-    """`lock` on a node whose Full KV is not on device: a lock would only cover a device ancestor."""
+    """`lock` on a node whose Full KV is not on device, nor any ancestor's: the lock would cover nothing.
+
+    `device_ancestor` is the deepest ancestor on device (None: only the root).
+    """
 
     def __init__(self, command: str, node_id: int, device_ancestor: int | None) -> None:
         below = ("the root (nothing on device)" if device_ancestor is None

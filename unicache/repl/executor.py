@@ -3,6 +3,8 @@
 Every outcome is `{"cmd": NAME, "args": [...], "ok": true, ...result}` or
 `{"cmd": NAME, "args": [...], "ok": false, "error": {"type", "message"[, "ids"]}}`;
 the human renderer draws from the same envelope, so both views always agree.
+A failing condition adds `expected`/`actual` to the error, a capacity refusal
+its `reason`; a line starting with '!' that succeeded carries `unmet`, saying so.
 """
 
 from __future__ import annotations

@@ -122,8 +122,12 @@ def _match(d: JSONObject) -> RenderableType:
 
 @_renders("lock")
 def _lock(d: JSONObject) -> RenderableType:
-    return Text(f"R{d['receipt']} locks #{d['node']} ({d['length']} tokens, generation {d['generation']}): "
+    text = Text(f"R{d['receipt']} locks #{d['node']} ({d['length']} tokens, generation {d['generation']}): "
                 f"{_leases(d['leases'])}")
+    if d.get("host_only_tail"):
+        text.append(f" — #{d['requested']} itself is host-only: only its device prefix is locked "
+                    f"('load-back #{d['requested']}' to lock all of it)", style="yellow")
+    return text
 
 
 @_renders("unlock")

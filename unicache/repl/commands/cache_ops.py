@@ -188,27 +188,36 @@ def cmd_lock(s: Session, a: Args) -> JSONObject:
     """Lock the path ending at NODE (its device-resident part), as a running request does.
 
     Prints the receipt (R<id>) and the leases it took per component; 'unlock
-    R<id>' releases exactly those.
+    R<id>' releases exactly those. When NODE's own Full KV is host-only the
+    receipt covers its deepest device ancestor, and says so; when nothing
+    below the root is on device, the lock is refused (HostOnlyNodeError):
+    'load-back NODE' first.
     """
     cache = s.live("lock")
     node = s.live_node("lock", a.get_str("node"))
-    _check_on_device(s, node.id)
+    prefix = _device_prefix(s, node.id)
     r = cache.lock(node)
     out = _receipt_json(r)
     s.receipts[r.id] = r
+    out["requested"] = node.id
+    out["host_only_tail"] = prefix is not None
     return out
 
 
-def _check_on_device(s: Session, node_id: int) -> None:
-    """`HostOnlyNodeError` unless the node's Full KV is on device (the root always passes)."""
+def _device_prefix(s: Session, node_id: int) -> int | None:
+    """None when the node's Full KV is on device (or it is the root); else the deepest device
+    ancestor the lock will cover. `HostOnlyNodeError` when that would be the root: a lock of
+    nothing, which a user never means."""
     view = s.view()
     node = view.nodes[node_id]
     full = node.components.get("full")
     if node.parent is None or full is None or full.device is not None:
-        return
+        return None
     ancestor = next((n.id for n in reversed(view.node_path(node_id)) if n.parent is not None
                      and (r := n.components.get("full")) is not None and r.device is not None), None)
-    raise HostOnlyNodeError("lock", node_id, ancestor)
+    if ancestor is None:
+        raise HostOnlyNodeError("lock", node_id, None)
+    return ancestor
 
 
 def _p_receipt(p: ReplArgumentParser) -> None:
