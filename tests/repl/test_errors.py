@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repl.conftest import RunRepl
+from tests.repl.conftest import WELL_FORMED, RunRepl
 from unicache.repl import main
 
 
@@ -234,3 +234,16 @@ def test_failed_asserts_say_actual_and_expected(repl: RunRepl) -> None:
     assert got[5] == ("step 99", "step is 4")
     assert got[6] == ("stale-ack", "stale_acks 0 -> 0, duplicate_acks 0 -> 0")
     assert "actual: live is 2" in errors[0]["message"]
+
+
+def test_well_formed_commands_never_get_syntax_errors(repl: RunRepl, tmp_path: Path) -> None:
+    """Audit, fresh cache with immediate transfers (nothing held): whatever fails, fails for a reason
+    about the state (unknown name, mode), never as a syntax error."""
+    lines = [WELL_FORMED[n] for n in sorted(WELL_FORMED) if n not in ("quit", "new")]
+    run = repl("\n".join(lines).format(again=tmp_path / "again.json") + "\n", "--keep-going")
+    errors = {e["cmd"]: e["error"]["type"] for e in run.out if not e["ok"]}
+    assert errors == {
+        "abandon": "UnknownNameError", "ack": "UnknownTicketError", "assert": "ConditionError",
+        "backup": "UnknownNameError", "history": "UnknownNameError", "lease": "UnknownNameError",
+        "withhold": "NeedsManualTransferError",
+    }
