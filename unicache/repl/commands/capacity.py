@@ -20,12 +20,11 @@ class PoolShortfall:
 
     `kind` is "too-large" when the pool could never hold `needed`,
     "room-available" when it has `needed` free rows (the refusal had another
-    cause), else the
-    largest holder: "pins" (device/host rows of nodes pinned by leases),
+    cause), else the largest holder: "pins" (rows of nodes pinned by leases),
     "quarantine" (rows held until a reset's stale acks), "in-flight" (rows
-    copies of live tickets write), or "unexplained" when none holds any row
-    (rows lent to requests, say). Holders may overlap: a load-back's
-    destination rows are also on the nodes its leases pin.
+    that copies of live tickets read or write), or "unexplained" when none
+    holds any row (rows lent to requests, say). Holders may overlap: a
+    load-back's destination rows are also on the nodes its leases pin.
     """
 
     component: str
