@@ -362,3 +362,89 @@ def test_help_and_quit(repl: RunRepl) -> None:
     assert run.last("quit")["ok"]
     assert [e["cmd"] for e in run.out][-1] == "quit"
     assert run.status == 0
+
+
+def test_history_filters_combine(repl: RunRepl) -> None:
+    """history TARGET --ticket/--lease/--node/--component/--kind: every filter must match."""
+    run = repl("""\
+        new --components full,mamba --transfer manual --device-tokens 32 --mamba-slots 8
+        insert 1..8
+        insert 1..8 9..12
+        backup t:1..12
+        ack all
+        evict device 32
+        load-back t:1..12
+        load-back t:1..8
+        ack all
+        history T3
+        history t:1..8 --component mamba
+        history --ticket T3 --node t:1..8 --kind acquire
+        history --component mamba --kind release --last 1
+        history
+        """)
+    assert run.status == 0, run.failures()
+    by_ticket, mamba_node, narrowed, last_release, everything = run.of("history")
+    loads = run.of("load-back")
+    assert by_ticket["target"] == {"ticket": 3}
+    t3 = {loads[0]["leases"]["full"], loads[0]["leases"]["mamba"]}
+    assert by_ticket["events"] and {e["lease"] for e in by_ticket["events"]} == t3
+    assert mamba_node["target"] == {"node": 2, "component": "mamba"}
+    assert mamba_node["events"] and all(e["component"] == "mamba" and 2 in e["nodes"] for e in mamba_node["events"])
+    assert narrowed["target"] == {"ticket": 3, "node": 2, "kind": "acquire"}
+    assert [e["lease"] for e in narrowed["events"]] == [loads[0]["leases"]["full"]]
+    assert len(last_release["events"]) == 1 and last_release["events"][0]["kind"] == "release"
+    assert everything["target"] == {} and len(everything["events"]) > len(by_ticket["events"])
+
+
+def test_run_until_lists_acks_and_names_withheld_tickets(repl: RunRepl) -> None:
+    run = repl("""\
+        new --transfer manual
+        insert 1..4
+        insert 10..13
+        insert 20..23
+        backup t:1..4
+        backup t:10..13
+        backup t:20..23
+        withhold T2
+        ! run until idle
+        run until counter tickets == 1
+        ack T2
+        assert idle
+        """)
+    assert run.status == 0, run.failures()
+    failed = run.of("run")[0]["error"]
+    assert failed["type"] == "ConditionError"
+    assert "acks delivered: T1 (done) T3 (done)" in failed["message"]
+    assert failed["actual"] == "in flight: T2 (backup at #3, job withheld: 'ack T2' or 'withhold T2 --release')"
+    reached = run.of("run")[1]
+    assert reached["steps"] == 0 and reached["acks"] == [] and reached["acks_delivered"] == 0
+
+
+def test_run_until_reports_the_acks_it_delivered(repl: RunRepl) -> None:
+    run = repl("new --transfer manual\ninsert 1..4\ninsert 10..13\nbackup t:1..4\nbackup t:10..13\nrun until idle\n")
+    assert run.status == 0, run.failures()
+    done = run.last("run")
+    assert done["steps"] == 2 and done["acks_delivered"] == 2
+    assert [(a["ticket"], a["status"], a["kind"]) for a in done["acks"]] == [(1, "done", "backup"), (2, "done", "backup")]
+    human = repl("new --transfer manual\ninsert 1..4\nbackup t:1..4\nrun until idle\n", json_mode=False)
+    assert "acks delivered" in human.text
+
+
+def test_evict_lists_backups_started_and_rows_under_copies(repl: RunRepl) -> None:
+    """Write-back eviction of unbacked nodes starts backups; their source rows stay held until the acks."""
+    run = repl("""\
+        new --transfer manual --device-tokens 16 --no-sync-write-back
+        insert 1..8
+        insert 20..27
+        evict device 8
+        evict device 8
+        ack all
+        evict device 8
+        """)
+    assert run.status == 0, run.failures()
+    first, second, third = run.of("evict")
+    assert first["freed"] == 0 and first["backups_started"] == [1, 2]
+    assert first["in_flight"] == [{"ticket": 1, "kind": "backup", "rows": list(range(8))},
+                                  {"ticket": 2, "kind": "backup", "rows": list(range(8, 16))}]
+    assert second["backups_started"] == [] and second["blocked"] == 2 and second["in_flight"] == first["in_flight"]
+    assert third["freed"] == 8 and third["in_flight"] == [] and third["backups_started"] == []

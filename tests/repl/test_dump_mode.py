@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repl.conftest import RunRepl
+from tests.repl.conftest import WELL_FORMED, RunRepl
 from unicache.dump import load_dump
 
 CRASH_MOMENT = """\
@@ -129,3 +129,20 @@ def test_conditions_read_the_dump(repl: RunRepl, crash_dump: Path, tmp_path: Pat
     assert run.status == 0, run.failures()
     assert run.last("check")["clean"] is False and run.last("check")["violations"][0]["lease"] == 7
     assert run.last("stats")["leaks"][0]["site"] == "engine.py:12:run"
+
+
+def test_every_command_gets_its_mode_error_on_a_dump(repl: RunRepl, crash_dump: Path, tmp_path: Path) -> None:
+    """Audit: each command, well formed, on a dump: live ones fail with NeedsLiveCacheError (never a
+    syntax error), the others work."""
+    from unicache.repl.commands import REGISTRY, Needs
+
+    assert set(WELL_FORMED) == set(REGISTRY)
+    order = sorted(REGISTRY, key=lambda n: n in ("quit", "new"))
+    lines = [("! " if REGISTRY[n].needs is Needs.LIVE else "") + WELL_FORMED[n] for n in order if n != "quit"]
+    run = repl("\n".join(lines).format(again=tmp_path / "again.json") + "\n", "--dump", str(crash_dump))
+    assert run.status == 0, run.failures()
+    for e in run.out:
+        live = REGISTRY[e["cmd"]].needs is Needs.LIVE
+        assert e["ok"] is not live, e
+        if live:
+            assert e["error"]["type"] == "NeedsLiveCacheError" and f"'{e['cmd']}'" in e["error"]["message"]

@@ -32,6 +32,7 @@ def test_step_through_a_replay(repl: RunRepl, trace_file: Path, tmp_path: Path) 
         leases
         dump {dump}
         ! insert 1..4
+        ! withhold T1
         step 10000
         assert counter live == 0
         assert idle
@@ -43,7 +44,9 @@ def test_step_through_a_replay(repl: RunRepl, trace_file: Path, tmp_path: Path) 
     first = run.out[0]
     assert first["cmd"] == "step" and first["args"] == ["2"] and first["steps"] == 2
     assert run.last("run")["reached"]
-    assert run.last("insert")["error"]["type"] == "CommandSyntaxError"
+    insert = run.last("insert")["error"]
+    assert insert["type"] == "NeedsLiveCacheError" and "needs a fresh cache ('new')" in insert["message"]
+    assert run.last("withhold")["error"]["type"] == "NeedsManualTransferError"
     final = run.of("step")[-1]
     assert final["idle"] and final["steps"] > 0
     check = run.last("check")

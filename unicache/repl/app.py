@@ -117,24 +117,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         session.close()
         return 2
     try:
-        if interactive or args.opt_str("dump") is not None:
-            out.banner(session)
-        steps = args.get_int("step")
-        if steps and session.mode == "trace":
-            first = execute(session, f"step {steps}")
-            if first is not None:
-                out.outcome(first)
-        if interactive:
-            from unicache.repl.interactive import run_interactive
-
-            return run_interactive(session, out, history_path(args))
-        if script is None or script == "-":
-            return run_lines(session, sys.stdin, out, keep_going=args.flag("keep_going"))
-        try:
-            text = Path(script).read_text(encoding="utf-8")
-        except OSError as exc:
-            out.startup_error(exc)
-            return 2
-        return run_lines(session, text.splitlines(), out, keep_going=args.flag("keep_going"))
+        return _run(session, args, out, script, interactive)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
     finally:
         session.close()
+
+
+def _silence_stdout() -> None:
+    """The reader of our output went away (`... | head -1`): stop quietly, without a traceback here or
+    when the interpreter flushes standard output at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _run(session: Session, args: Args, out: Output, script: str | None, interactive: bool) -> int:
+    """The banner, `--step N`, then the interactive loop or the script."""
+    if interactive or args.opt_str("dump") is not None:
+        out.banner(session)
+    steps = args.get_int("step")
+    if steps and session.mode == "trace":
+        first = execute(session, f"step {steps}")
+        if first is not None:
+            out.outcome(first)
+    if interactive:
+        from unicache.repl.interactive import run_interactive
+
+        return run_interactive(session, out, history_path(args))
+    if script is None or script == "-":
+        return run_lines(session, sys.stdin, out, keep_going=args.flag("keep_going"))
+    try:
+        text = Path(script).read_text(encoding="utf-8")
+    except OSError as exc:
+        out.startup_error(exc)
+        return 2
+    return run_lines(session, text.splitlines(), out, keep_going=args.flag("keep_going"))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from leases import PinSet
 
 from unicache.dump.schema import CrashDump
-from unicache.repl.errors import CommandSyntaxError, UnknownNameError
+from unicache.repl.errors import CommandSyntaxError, ConditionError, UnknownNameError
 from unicache.repl.refs import parse_node, resolve_node
 
 if TYPE_CHECKING:
@@ -121,12 +121,45 @@ class Probe:
             if view.revalidate():
                 return False
             if view.sanity is None:
-                raise CommandSyntaxError("", "this dump recorded no sanity check; 'violation'/'clean' cannot be decided")
+                raise ConditionError("violation/clean", "this dump recorded no sanity check, so neither can be decided")
             return view.sanity.ok
         if not cache.sanity_check().ok:
             return False
         data = s.driver.data_check() if s.driver is not None else None
         return data is None or not data.get("mismatches")
+
+    def sanity_text(self) -> str:
+        """The sanity check's and the data oracle's findings, in one line."""
+        s = self.session
+        cache = s.cache
+        if cache is None or s.dump is not None:
+            sanity = s.view().sanity
+            if sanity is None:
+                return "the dump recorded no sanity check"
+            kinds = [f"{v.kind} on #{v.node}" for v in sanity.violations]
+            return f"recorded check: {len(kinds)} violation(s)" + (f" ({', '.join(kinds[:5])})" if kinds else "")
+        report = cache.sanity_check()
+        kinds = [f"{v.kind} on #{v.node_id}" for v in report.violations]
+        data = s.driver.data_check() if s.driver is not None else None
+        bad = data.get("mismatches") if data is not None else None
+        mismatches = len(bad) if isinstance(bad, list) else 0
+        found = f"{len(kinds)} violation(s)" + (f" ({', '.join(kinds[:5])})" if kinds else "")
+        return f"{found}, {mismatches} data mismatch(es)"
+
+    def in_flight_text(self) -> str:
+        """Live tickets (with whether their job is held or withheld) and held jobs, in one line."""
+        view = self.view()
+        jobs = {j.ticket: j for j in view.transfer.jobs} if view.transfer is not None else {}
+        parts: list[str] = []
+        for t in view.tickets:
+            job = jobs.get(t.id)
+            state = ("job withheld: 'ack T{0}' or 'withhold T{0} --release'".format(t.id) if job is not None
+                     and job.withheld else "job held" if job is not None else "no job held")
+            parts.append(f"T{t.id} ({t.kind} at #{t.node}, {state})")
+        orphans = [f"T{i}" for i in jobs if i not in {t.id for t in view.tickets}]
+        if orphans:
+            parts.append(f"jobs held for settled tickets {' '.join(orphans)}")
+        return "in flight: " + "; ".join(parts) if parts else "no ticket in flight, no job held"
 
     def resolve(self, text: str) -> int | None:
         """The node `text` names now, or None if it names none (yet)."""
@@ -189,6 +222,38 @@ class Condition:
         if self.counter not in counters:
             raise CommandSyntaxError("", f"unknown counter {self.counter!r} (known: {', '.join(sorted(counters))})")
         return _OPS[self.op](counters[self.counter], self.value)
+
+
+    def actual(self, probe: Probe, baseline: dict[str, int]) -> str:
+        """What was found, in one line: the facts the condition read (for a failing assert or run)."""
+        name = self.name
+        if name in ("two-components", "multi-pin", "shared", "pinned", "unpinned"):
+            target = probe.resolve(self.node) if self.node is not None else None
+            if self.node is not None and target is None:
+                return f"{self.node} names no node now"
+            found = [_pin_text(nid, counts, owners) for nid, counts, owners in probe.pins()
+                     if target is None or nid == target]
+            if not found:
+                return f"#{target} is not pinned" if target is not None else "no node is pinned"
+            more = f" (+{len(found) - 8} more)" if len(found) > 8 else ""
+            return "; ".join(found[:8]) + more
+        if name in EVENT_COUNTERS:
+            counters = probe.counters()
+            return ", ".join(f"{k} {baseline.get(k, 0)} -> {counters.get(k, 0)}" for k in EVENT_COUNTERS[name])
+        if name in ("violation", "clean"):
+            return probe.sanity_text()
+        if name == "idle":
+            return probe.in_flight_text()
+        counters = probe.counters()
+        if name == "step":
+            return f"step is {counters['step']}"
+        assert self.counter is not None
+        return f"{self.counter} is {counters.get(self.counter, 'unknown')}"
+
+
+def _pin_text(node_id: int, counts: dict[str, int], owners: set[str]) -> str:
+    comps = " ".join(f"{c}x{n}" for c, n in counts.items())
+    return f"#{node_id} pinned by {comps} (owners {', '.join(sorted(owners))})"
 
 
 def parse_condition(words: list[str]) -> Condition:

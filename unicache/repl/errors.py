@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from unicache.dump.schema import JSONObject
+
 
 class ReplError(Exception):
     """Base of every error the REPL raises on its own account."""
@@ -16,15 +20,84 @@ class CommandSyntaxError(ReplError):
 
 
 class NeedsLiveCacheError(ReplError):
-    """A command that changes or drives a cache, run while inspecting a dump read-only."""
+    """A command run where the session cannot do it: a live-cache command on a dump (read-only), or a
+    fresh-cache command (`insert`) on a trace replay whose engine owns the data.
 
-    def __init__(self, command: str, source: str) -> None:
+    `why` replaces the default explanation (a dump inspected read-only).
+    """
+
+    def __init__(self, command: str, source: str, why: str | None = None) -> None:
+        if why is None and source == "no cache":
+            why = "needs a live cache, and no cache is open; start one with 'new'"
         super().__init__(
+            f"{command!r} {why}" if why is not None else
             f"{command!r} needs a live cache, but this session inspects {source} read-only; "
             f"inspection commands work here (tree, pins, leases, lease, history, tickets, events, "
             f"stats, dot, dump); start a live cache with 'new' or run 'unicache repl --trace FILE'"
         )
         self.command = command
+        self.source = source
+
+
+class NeedsManualTransferError(ReplError):
+    """A command that holds or releases a copy's ack (`withhold`) on a cache whose engine acks by itself."""
+
+    def __init__(self, command: str, source: str) -> None:
+        super().__init__(
+            f"{command!r} needs a cache started with 'new --transfer manual', but this session runs {source}, "
+            f"whose transfer engine acks every copy by itself"
+        )
+        self.command = command
+
+
+class HostOnlyNodeError(ReplError):
+    """`lock` on a node whose Full KV is not on device, nor any ancestor's: the lock would cover nothing.
+
+    `device_ancestor` is the deepest ancestor on device (None: only the root).
+    """
+
+    def __init__(self, command: str, node_id: int, device_ancestor: int | None) -> None:
+        below = ("the root (nothing on device)" if device_ancestor is None
+                 else f"ancestor #{device_ancestor} (the deepest one on device)")
+        super().__init__(
+            f"{command}: node #{node_id} is host-only (its Full KV is not on device), so a lock would only "
+            f"cover {below}; 'load-back #{node_id}' brings it back first"
+            + ("" if device_ancestor is None else f", or 'lock #{device_ancestor}' locks what is on device")
+        )
+        self.command = command
+        self.node_id = node_id
+        self.device_ancestor = device_ancestor
+
+
+class CapacityError(ReplError):
+    """The cache could not make room for a command (an `insert`'s pages or slots).
+
+    `reason` says why, as far as the REPL can tell (see
+    `unicache.repl.commands.capacity`); its `to_json()` goes into the error
+    envelope under `reason`.
+    """
+
+    def __init__(self, command: str, reason: CapacityReason) -> None:
+        super().__init__(f"{command}: {reason.summary}")
+        self.command = command
+        self.reason = reason
+        self.component = reason.component
+        self.needed = reason.needed
+
+
+class CapacityReason(Protocol):
+    """Why a pool could not supply `needed` rows of `component`; `summary` is one line a user acts on."""
+
+    @property
+    def component(self) -> str: ...
+
+    @property
+    def needed(self) -> int: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    def to_json(self) -> JSONObject: ...
 
 
 class UnknownNameError(ReplError, KeyError):
@@ -51,11 +124,20 @@ class NoSuchJobError(ReplError, KeyError):
 
 
 class ConditionError(ReplError):
-    """`assert` found its condition false, or `run until` stopped before it became true."""
+    """`assert` found its condition false, or `run until` stopped before it became true.
 
-    def __init__(self, condition: str, message: str) -> None:
-        super().__init__(f"{condition}: {message}")
+    `expected` is what the condition asks for, `actual` what was found (both
+    one line, also in the JSON error under `expected` / `actual`).
+    """
+
+    def __init__(self, condition: str, message: str, *, expected: str = "", actual: str = "") -> None:
+        text = f"{condition}: {message}"
+        if expected or actual:
+            text += f" (expected {expected or condition}; actual: {actual or 'unknown'})"
+        super().__init__(text)
         self.condition = condition
+        self.expected = expected
+        self.actual = actual
 
 
 class TraceUnavailableError(ReplError):

@@ -3,20 +3,23 @@
 Every outcome is `{"cmd": NAME, "args": [...], "ok": true, ...result}` or
 `{"cmd": NAME, "args": [...], "ok": false, "error": {"type", "message"[, "ids"]}}`;
 the human renderer draws from the same envelope, so both views always agree.
+A failing condition adds `expected`/`actual` to the error, a capacity refusal
+its `reason`; a line starting with '!' that succeeded carries `unmet`, saying so.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass
 
 from unicache.dump.schema import JSON, JSONObject
 from unicache.repl.commands import REGISTRY, Needs
-from unicache.repl.errors import CommandSyntaxError, NeedsLiveCacheError
+from unicache.repl.errors import CapacityError, CommandSyntaxError, ConditionError, NeedsLiveCacheError
 from unicache.repl.parser import Line, parse_args, split_line
 from unicache.repl.session import Session, completion_json
 
-_RESERVED = frozenset({"cmd", "args", "ok", "error", "expect_error"})
+_RESERVED = frozenset({"cmd", "args", "ok", "error", "expect_error", "unmet"})
 
 
 @dataclass(slots=True)
@@ -42,7 +45,22 @@ def error_json(exc: BaseException) -> JSONObject:
     ids = describe_error(exc)["ids"]
     if isinstance(ids, dict) and ids:
         doc["ids"] = ids
+    if isinstance(exc, ConditionError):
+        doc["expected"] = exc.expected
+        doc["actual"] = exc.actual
+    if isinstance(exc, CapacityError):
+        doc["reason"] = exc.reason.to_json()
     return doc
+
+
+def unmet_expectation(envelope: JSONObject) -> str:
+    """Why a line starting with '!' (it must fail) did not do what it should: it succeeded."""
+    shown = {k: v for k, v in envelope.items() if k not in _RESERVED and k != "completions"}
+    brief = json.dumps(shown)
+    if len(brief) > 200:
+        brief = brief[:197] + "..."
+    return (f"expected {envelope.get('cmd')!r} to fail (the line starts with '!'), but it succeeded: {brief}; "
+            f"drop the '!' if success is right")
 
 
 def _unknown(name: str) -> CommandSyntaxError:
@@ -99,6 +117,8 @@ def execute(session: Session, text: str) -> Outcome | None:
     envelope["ok"] = True
     envelope.update(data)
     envelope.update(extra)
+    if line.expect_error:
+        envelope["unmet"] = unmet_expectation(envelope)
     return Outcome(line, envelope, True, None, line.expect_error)
 
 

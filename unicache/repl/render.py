@@ -89,10 +89,14 @@ def render(envelope: JSONObject) -> RenderableType | None:
     name = envelope.get("cmd")
     fn = _RENDERERS.get(name if isinstance(name, str) else "")
     body = fn(envelope) if fn is not None else _kv_table(envelope)
+    parts = [body]
     completions = _list(envelope.get("completions"))
-    if not completions:
-        return body
-    return Group(body, _acks_table(completions, "settled by the engine's acks"))
+    if completions:
+        parts.append(_acks_table(completions, "settled by the engine's acks"))
+    unmet = envelope.get("unmet")
+    if isinstance(unmet, str):
+        parts.append(Text.assemble(("unexpected success ", "bold red"), (unmet, "")))
+    return body if len(parts) == 1 else Group(*parts)
 
 
 @_renders("new")
@@ -118,8 +122,12 @@ def _match(d: JSONObject) -> RenderableType:
 
 @_renders("lock")
 def _lock(d: JSONObject) -> RenderableType:
-    return Text(f"R{d['receipt']} locks #{d['node']} ({d['length']} tokens, generation {d['generation']}): "
+    text = Text(f"R{d['receipt']} locks #{d['node']} ({d['length']} tokens, generation {d['generation']}): "
                 f"{_leases(d['leases'])}")
+    if d.get("host_only_tail"):
+        text.append(f" — #{d['requested']} itself is host-only: only its device prefix is locked "
+                    f"('load-back #{d['requested']}' to lock all of it)", style="yellow")
+    return text
 
 
 @_renders("unlock")
@@ -137,8 +145,13 @@ def _backup(d: JSONObject) -> RenderableType:
 @_renders("evict")
 def _evict(d: JSONObject) -> RenderableType:
     flushed = f", flushed backups {_ids('T', d['flushed'])}" if _list(d.get("flushed")) else ""
+    started = _list(d.get("backups_started"))
+    backups = f"; started backups {_ids('T', started)}" if started else ""
+    held = "; ".join(f"T{_obj(x)['ticket']} ({_obj(x)['kind']}) {_compact(_obj(x)['rows'])}"
+                     for x in _list(d.get("in_flight")))
+    copies = f"; rows under in-flight copies: {held}" if held else ""
     return Text(f"evicted {d['freed']} {d['component']} {d['tier']} (asked {d['requested']}; "
-                f"{d['blocked']} pinned candidates skipped{flushed})")
+                f"{d['blocked']} pinned candidates skipped{flushed}){backups}{copies}")
 
 
 @_renders("reclaim")
@@ -149,7 +162,8 @@ def _reclaim(d: JSONObject) -> RenderableType:
 @_renders("load-back")
 def _load_back(d: JSONObject) -> RenderableType:
     if d["ticket"] is None:
-        return Text(f"no load-back at #{d['anchor']}: {d['reason']}")
+        room = f" ({d['room_summary']})" if isinstance(d.get("room_summary"), str) else ""
+        return Text(f"no load-back at #{d['anchor']}: {d['reason']}{room}")
     moves = [f"{d['full_tokens']} full tokens"]
     if d.get("swa_tokens"):
         moves.append(f"{d['swa_tokens']} swa tokens")
@@ -250,7 +264,13 @@ def _step(d: JSONObject) -> RenderableType:
 
 @_renders("run")
 def _run(d: JSONObject) -> RenderableType:
-    return Text(f"reached '{d['condition']}' after {d['steps']} step(s) (step {d['step']})", style="green")
+    head = Text(f"reached '{d['condition']}' after {d['steps']} step(s) (step {d['step']})", style="green")
+    acks = _list(d.get("acks"))
+    if not acks:
+        return head
+    title = f"acks delivered ({d['acks_delivered']}, newest {len(acks)} shown)" if d.get("acks_delivered") != len(
+        acks) else "acks delivered"
+    return Group(head, _acks_table(acks, title))
 
 
 def _residency(node: JSONObject) -> Text:
@@ -384,7 +404,8 @@ def _lease(d: JSONObject) -> RenderableType:
 def _history(d: JSONObject) -> RenderableType:
     events = _list(d["events"])
     target = _obj(d["target"])
-    what = " ".join(f"{k} {'#' if k == 'node' else k[0].upper()}{v}" for k, v in target.items())
+    prefix = {"node": "#", "lease": "L", "ticket": "T"}
+    what = " ".join(f"{k} {prefix.get(k, '')}{v}" for k, v in target.items()) or "everything"
     return _events_table(events, f"history of {what}") if events else Text(f"no events for {what}")
 
 
@@ -464,7 +485,7 @@ def _help(d: JSONObject) -> RenderableType:
 
 @_renders("assert")
 def _assert(d: JSONObject) -> RenderableType:
-    return Text(f"ok: {d['condition']}", style="green")
+    return Text(f"ok: {'not ' if d.get('negated') else ''}{d['condition']}", style="green")
 
 
 @_renders("quit")

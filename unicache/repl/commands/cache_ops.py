@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from unicache.dump.schema import JSON, JSONObject
+from unicache.dump.schema import JSON, DumpTicket, JSONObject
 from unicache.repl.commands.base import Needs, command
-from unicache.repl.errors import CommandSyntaxError, UnknownNameError
+from unicache.repl.commands.capacity import describe_shortfall, host_only_rows
+from unicache.repl.errors import CapacityError, CommandSyntaxError, HostOnlyNodeError, NeedsLiveCacheError, UnknownNameError
 from unicache.repl.options import add_cache_options, config_from
 from unicache.repl.parser import Args, ReplArgumentParser
 from unicache.repl.refs import parse_receipt, parse_ticket, parse_tokens
@@ -15,7 +16,6 @@ from unicache.repl.session import Session
 
 if TYPE_CHECKING:
     from leases import Borrowed
-
     from unicache.tickets import LockReceipt
 
 
@@ -73,8 +73,8 @@ def cmd_insert(s: Session, a: Args) -> JSONObject:
     cache = s.live("insert")
     oracle = s.oracle
     if oracle is None:
-        raise CommandSyntaxError("insert", "needs a fresh cache ('new'): in --trace mode the replay's own "
-                                           "reference model owns the data")
+        raise NeedsLiveCacheError("insert", s.source, "needs a fresh cache ('new'): in trace mode the replay's "
+                                                      "own reference model owns the data")
     tokens = parse_tokens(a.strs("tokens"))
     ps = cache.config.page_size
     if len(tokens) % ps:
@@ -92,13 +92,13 @@ def cmd_insert(s: Session, a: Args) -> JSONObject:
     try:
         full = cache.alloc_device(Full, pages)
         if full is None:
-            raise CommandSyntaxError("insert", f"no device room for {pages} Full pages (everything left is pinned)")
+            raise _no_room(s, "full", pages)
         h = oracle.hashes(tokens)
         cache.write_slots(Full, full, oracle.full_pages(h, start, len(tokens)))
         if cache.config.swa_window is not None:
             swa = cache.alloc_device(SWA, pages)
             if swa is None:
-                raise CommandSyntaxError("insert", f"no device room for {pages} SWA pages")
+                raise _no_room(s, "swa", pages)
             cache.write_slots(SWA, swa, oracle.swa_pages(h, start, len(tokens)))
         if want_mamba:
             mamba = cache.alloc_device(Mamba, 1)
@@ -131,6 +131,12 @@ def cmd_insert(s: Session, a: Args) -> JSONObject:
         "mamba_slot_unavailable": mamba_unavailable,
         "prefix_missing": res.prefix_missing,
     }
+
+
+def _no_room(s: Session, component: str, needed: int) -> CapacityError:
+    """The refusal of an `insert` allocation, with who holds the pool's rows now."""
+    s.invalidate()
+    return CapacityError("insert", describe_shortfall(s.view(), component, "device", needed))
 
 
 def _p_tokens(p: ReplArgumentParser) -> None:
@@ -182,13 +188,36 @@ def cmd_lock(s: Session, a: Args) -> JSONObject:
     """Lock the path ending at NODE (its device-resident part), as a running request does.
 
     Prints the receipt (R<id>) and the leases it took per component; 'unlock
-    R<id>' releases exactly those.
+    R<id>' releases exactly those. When NODE's own Full KV is host-only the
+    receipt covers its deepest device ancestor, and says so; when nothing
+    below the root is on device, the lock is refused (HostOnlyNodeError):
+    'load-back NODE' first.
     """
     cache = s.live("lock")
-    r = cache.lock(s.live_node("lock", a.get_str("node")))
+    node = s.live_node("lock", a.get_str("node"))
+    prefix = _device_prefix(s, node.id)
+    r = cache.lock(node)
     out = _receipt_json(r)
     s.receipts[r.id] = r
+    out["requested"] = node.id
+    out["host_only_tail"] = prefix is not None
     return out
+
+
+def _device_prefix(s: Session, node_id: int) -> int | None:
+    """None when the node's Full KV is on device (or it is the root); else the deepest device
+    ancestor the lock will cover. `HostOnlyNodeError` when that would be the root: a lock of
+    nothing, which a user never means."""
+    view = s.view()
+    node = view.nodes[node_id]
+    full = node.components.get("full")
+    if node.parent is None or full is None or full.device is not None:
+        return None
+    ancestor = next((n.id for n in reversed(view.node_path(node_id)) if n.parent is not None
+                     and (r := n.components.get("full")) is not None and r.device is not None), None)
+    if ancestor is None:
+        raise HostOnlyNodeError("lock", node_id, None)
+    return ancestor
 
 
 def _p_receipt(p: ReplArgumentParser) -> None:
@@ -204,7 +233,10 @@ def cmd_unlock(s: Session, a: Args) -> JSONObject:
     """
     cache = s.live("unlock")
     name = a.get_str("receipt")
-    if name == "last" and s.receipts:
+    if name == "last":
+        if not s.receipts:
+            raise UnknownNameError("receipt", "last", "no lock receipt is held by this session "
+                                                      "('lock NODE' takes one; 'insert' releases its own)")
         name = str(max(s.receipts))
     r = s.receipt(parse_receipt(name))
     out = _receipt_json(r)
@@ -261,8 +293,15 @@ def cmd_evict(s: Session, a: Args) -> JSONObject:
         raise CommandSyntaxError("evict", f"N must be >= 0, got {n}")
     comp = {"full": Full, "swa": SWA, "mamba": Mamba}[comp_name]
     blocked = cache.counters.evict_blocked
+    before = {t.id for t in s.view().tickets}
+    if s.manual is not None:
+        s.manual.take_flushed()  # flushes of earlier commands (an insert's eviction) are not this one's
     freed = cache.evict_device(comp, n) if tier == "device" else cache.evict_host(comp, n)
     flushed = s.manual.take_flushed() if s.manual is not None else []
+    s.invalidate()
+    live = s.view().tickets
+    started = sorted({t.id for t in live if t.kind == "backup" and t.id not in before}
+                     | {t for t in flushed if t not in before})
     return {
         "component": comp_name,
         "tier": tier,
@@ -270,7 +309,27 @@ def cmd_evict(s: Session, a: Args) -> JSONObject:
         "freed": freed,
         "blocked": cache.counters.evict_blocked - blocked,
         "flushed": list(flushed),
+        "backups_started": list(started),
+        "in_flight": _rows_under_copies(live, comp_name, tier),
     }
+
+
+def _rows_under_copies(tickets: tuple[DumpTicket, ...], component: str, tier: str) -> list[JSON]:
+    """Per live ticket, the rows of pool `component.tier` its copies read or write (not evictable now)."""
+    out: list[JSON] = []
+    for t in tickets:
+        rows: set[int] = set()
+        for copy in t.copies:
+            if copy.component != component:
+                continue
+            if copy.src_tier == tier:
+                rows.update(copy.src)
+            if copy.dst_tier == tier:
+                rows.update(copy.dst)
+        if rows:
+            held: list[JSON] = [*sorted(rows)]
+            out.append({"ticket": t.id, "kind": t.kind, "rows": held})
+    return out
 
 
 def _p_reclaim(p: ReplArgumentParser) -> None:
@@ -311,8 +370,13 @@ def cmd_load_back(s: Session, a: Args) -> JSONObject:
     refused = cache.counters.load_backs_refused
     t = cache.load_back(node)
     if t is None:
-        why = "refused: no device room" if cache.counters.load_backs_refused > refused else "nothing to move"
-        return {"anchor": node.id, "ticket": None, "reason": why}
+        if cache.counters.load_backs_refused == refused:
+            return {"anchor": node.id, "ticket": None, "reason": "nothing to move", "room": None}
+        s.invalidate()
+        view = s.view()
+        room = describe_shortfall(view, "full", "device", host_only_rows(view, node.id))
+        return {"anchor": node.id, "ticket": None, "reason": "refused: no device room", "room": room.to_json(),
+                "room_summary": room.summary}
     out: JSONObject = {
         "anchor": node.id,
         "ticket": t.id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from leases import EventKind
+
 from unicache.dump.schema import JSON, CrashDump, DumpEvent, JSONObject
 from unicache.repl.commands.base import Needs, command
 from unicache.repl.errors import CommandSyntaxError, UnknownNameError
@@ -166,34 +168,94 @@ def cmd_lease(s: Session, a: Args) -> JSONObject:
 
 
 def _p_history(p: ReplArgumentParser) -> None:
-    p.add_argument("target", help="a node (#ID, t:TOKENS, ...), a lease L<id> or a ticket T<id>")
+    p.add_argument("target", nargs="?", default=None,
+                   help="a node (#ID, t:TOKENS, ...), a lease L<id> or a ticket T<id> (default: every event)")
+    p.add_argument("--ticket", default=None, help="only events of this ticket (T<id>) and its leases")
+    p.add_argument("--lease", default=None, help="only events of this lease (L<id>)")
+    p.add_argument("--node", default=None, help="only events touching this node")
+    p.add_argument("--component", default=None, help="only events of this component: full, swa or mamba")
+    p.add_argument("--kind", default=None, help="only events of this kind (see 'events --kind')")
     p.add_argument("--last", type=int, default=None, help="only the newest N events")
 
 
-@command("history", "flight-recorder events of a node, a lease or a ticket", Needs.VIEW, "inspect", _p_history)
+@command("history", "flight-recorder events of a node, lease, ticket or component (filters combine)",
+         Needs.VIEW, "inspect", _p_history)
 def cmd_history(s: Session, a: Args) -> JSONObject:
     """Events from the flight recorder touching TARGET: a node (pins, unpins, acquires and releases
-    of leases pinning it, blocked evictions), a lease L<id>, or a ticket T<id>. A node id that is
-    no longer in the tree is still searched."""
+    of leases pinning it, blocked evictions), a lease L<id>, or a ticket T<id> (its own events and
+    those of its leases). --ticket, --lease, --node, --component and --kind narrow further; every
+    filter must match. A node id no longer in the tree is still searched. A lease, ticket or node
+    that is neither live nor in any event is an error (UnknownNameError), as for 'lease'."""
     view = s.view()
-    target = a.get_str("target")
-    if target[:1] in "Ll":
-        lid = parse_lease(target)
-        events = _events_for(view, lease=lid)
-        what: JSONObject = {"lease": lid}
-    elif target[:1] in "Tt" and not target.startswith("t:"):
-        tid = parse_ticket(target)
-        events = _events_for(view, ticket=tid)
-        what = {"ticket": tid}
-    else:
-        ref = parse_node(target)
-        nid = ref.id if ref.id is not None and ref.id not in view.nodes else s.node_id(target)
-        events = _events_for(view, node=nid)
-        what = {"node": nid}
+    lease: int | None = None
+    ticket: int | None = None
+    node: int | None = None
+    target = a.opt_str("target")
+    what: JSONObject = {}
+    for text, kind in ((target, None), (a.opt_str("ticket"), "ticket"), (a.opt_str("lease"), "lease"),
+                       (a.opt_str("node"), "node")):
+        if text is None:
+            continue
+        kind = kind or _target_kind(text)
+        if kind == "lease":
+            lease = _known_lease(view, parse_lease(text))
+            what["lease"] = lease
+        elif kind == "ticket":
+            ticket = _known_ticket(s, view, parse_ticket(text))
+            what["ticket"] = ticket
+        else:
+            node = _known_node(s, view, text)
+            what["node"] = node
+    comp = _component(a.opt_str("component"))
+    kind_filter = a.opt_str("kind")
+    if kind_filter is not None and kind_filter not in _KINDS:
+        raise CommandSyntaxError("history", f"unknown event kind {kind_filter!r} (one of {', '.join(sorted(_KINDS))})")
+    if comp is not None:
+        what["component"] = comp
+    if kind_filter is not None:
+        what["kind"] = kind_filter
+    events = [e for e in _events_for(view, lease=lease, node=node, ticket=ticket)
+              if (comp is None or e.component == comp) and (kind_filter is None or e.kind == kind_filter)]
     last = a.opt_int("last")
     if last is not None:
         events = events[-last:] if last > 0 else []
     return {"target": what, "events": [e.to_json() for e in events]}
+
+
+_KINDS = frozenset(k.value for k in EventKind)
+
+
+def _target_kind(text: str) -> str:
+    if text[:1] in "Ll":
+        return "lease"
+    if text[:1] in "Tt" and not text.startswith("t:"):
+        return "ticket"
+    return "node"
+
+
+def _known_lease(view: CrashDump, lid: int) -> int:
+    if lid not in view.leases and not any(e.lease == lid for e in view.events):
+        raise UnknownNameError("lease", f"L{lid}", "not live, and the flight recorder has no event for it")
+    return lid
+
+
+def _known_ticket(s: Session, view: CrashDump, tid: int) -> int:
+    known = ({t.id for t in view.tickets} | {q.ticket for q in view.quarantine} | set(s.tickets) | set(s.results)
+             | set(s.generations))
+    if tid not in known and not _events_for(view, ticket=tid):
+        raise UnknownNameError("ticket", f"T{tid}", "not live, not issued in this session, and the flight "
+                                                    "recorder has no event for it")
+    return tid
+
+
+def _known_node(s: Session, view: CrashDump, text: str) -> int:
+    ref = parse_node(text)
+    if ref.id is None or ref.id in view.nodes:
+        return s.node_id(text)
+    if not _events_for(view, node=ref.id):
+        raise UnknownNameError("node", text, "no such node in the tree, and the flight recorder has no event "
+                                             "for it")
+    return ref.id
 
 
 def _p_events(p: ReplArgumentParser) -> None:

@@ -66,11 +66,13 @@ def cmd_assert(s: Session, a: Args) -> JSONObject:
     """Check CONDITION now and fail (ConditionError) if it does not hold (or holds, with --not).
     Event conditions (stale-ack, leak, ...) count everything since the cache was created."""
     cond = parse_condition(a.strs("condition"))
-    holds = cond.holds(Probe(s), {})
+    probe = Probe(s)
+    holds = cond.holds(probe, {})
     negate = a.flag("negate")
     if holds == negate:
-        raise ConditionError(cond.text, "holds" if negate else "does not hold")
-    return {"condition": cond.text, "holds": holds}
+        raise ConditionError(cond.text, "holds" if negate else "does not hold",
+                             expected=f"not {cond.text}" if negate else cond.text, actual=cond.actual(probe, {}))
+    return {"condition": cond.text, "holds": holds, "negated": negate}
 
 
 @command("quit", "leave the REPL", Needs.NOTHING, "session")

@@ -6,7 +6,7 @@ from unicache.dump.schema import JSON, JSONObject
 from unicache.repl.commands.base import Needs, command
 from unicache.repl.conditions import HELP as CONDITIONS_HELP
 from unicache.repl.conditions import Probe, parse_condition
-from unicache.repl.errors import CommandSyntaxError, ConditionError
+from unicache.repl.errors import CommandSyntaxError, ConditionError, NeedsManualTransferError
 from unicache.repl.parser import Args, ReplArgumentParser
 from unicache.repl.refs import parse_ticket
 from unicache.repl.session import Session, deliver_json
@@ -78,8 +78,7 @@ def cmd_withhold(s: Session, a: Args) -> JSONObject:
     s.live("withhold")
     manual = s.manual
     if manual is None:
-        raise CommandSyntaxError("withhold", "needs a cache started with 'new --transfer manual' "
-                                             "(the immediate engine acks every copy on the next poll)")
+        raise NeedsManualTransferError("withhold", s.source)
     ticket = parse_ticket(a.get_str("ticket"))
     held = s.tickets.get(ticket)
     if held is not None and held.joined is not None:
@@ -169,14 +168,36 @@ def cmd_run(s: Session, a: Args) -> JSONObject:
     probe = Probe(s)
     baseline = probe.counters()
     steps = 0
+    acks: list[JSON] = []
     while not cond.holds(probe, baseline):
         if steps >= limit:
-            raise ConditionError(cond.text, f"still false after {steps} steps (--max {limit})")
+            raise ConditionError(cond.text, f"still false after {steps} steps (--max {limit}); "
+                                            f"acks delivered: {_ack_list(acks)}",
+                                 expected=cond.text, actual=cond.actual(probe, baseline))
         report = driver.step()
         if report is None:
             s.sweep()
-            raise ConditionError(cond.text, f"still false when the {driver.name} driver went idle after {steps} steps")
+            raise ConditionError(cond.text, f"still false when the {driver.name} driver had nothing left to do "
+                                            f"after {steps} steps; acks delivered: {_ack_list(acks)}",
+                                 expected=cond.text, actual=cond.actual(probe, baseline))
         steps += 1
+        acks.extend(_list(report.detail.get("acks")))
     s.sweep()
-    return {"condition": cond.text, "reached": True, "steps": steps, "step": cache.ledger.step}
+    return {"condition": cond.text, "reached": True, "steps": steps, "step": cache.ledger.step,
+            "acks": acks[-_MAX_ACKS:], "acks_delivered": len(acks)}
+
+
+_MAX_ACKS = 200
+
+
+def _list(value: JSON) -> list[JSON]:
+    return value if isinstance(value, list) else []
+
+
+def _ack_list(acks: list[JSON]) -> str:
+    """`T3 (done) T4 (stale)`, or `none`."""
+    words = [f"T{x.get('ticket')} ({x.get('status')})" for x in acks if isinstance(x, dict)]
+    if len(words) > 20:
+        words = words[:20] + [f"... ({len(words)} in all)"]
+    return " ".join(words) or "none"
 
