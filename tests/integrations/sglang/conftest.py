@@ -37,7 +37,7 @@ from sglang.test.kits.unified_radix_cache.unified_tree_core_inspector import (  
 
 import unicache.integrations.sglang  # noqa: E402,F401  (registers "leases")
 from unicache.integrations.sglang.core import LeaseTreeCore  # noqa: E402
-from unicache.integrations.sglang.cpu import install_cpu_shims  # noqa: E402
+from unicache.integrations.sglang.cpu import install_cpu_shims, server_args  # noqa: E402
 
 
 class InspectedLeaseTreeCore(LeaseTreeCore, UnifiedTreeCoreInspector):
@@ -50,11 +50,12 @@ def _inspected_lease_factory(
     return InspectedLeaseTreeCore(params, components)
 
 
-def _cpu_server_args(*args: Any, **kwargs: Any) -> ServerArgs:
+def _cpu_server_args(**kwargs: object) -> ServerArgs:
+    """The kit's `ServerArgs(...)` with the CPU HiCache io backend and host layout."""
     if kwargs.get("hicache_io_backend") == "kernel":
         kwargs["hicache_io_backend"] = "direct"
         kwargs.setdefault("hicache_mem_layout", "page_first_direct")
-    return ServerArgs(*args, **kwargs)
+    return server_args(**kwargs)
 
 
 @pytest.fixture(autouse=True)

@@ -10,26 +10,39 @@ from __future__ import annotations
 
 from array import array
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Optional, cast
 
 import pytest
 import torch
-from sglang.srt.mem_cache.base_prefix_cache import InsertParams, MatchPrefixParams
+from sglang.srt.mem_cache.base_prefix_cache import (
+    DecLockRefParams,
+    InsertParams,
+    MatchPrefixParams,
+)
+from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
 from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
+from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
+from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore
 
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.mamba import LeaseMambaComponent
 from unicache.integrations.sglang.workload import CacheSetup, build_cache
 
+if TYPE_CHECKING:
+    from sglang.srt.managers.schedule_batch import Req
+
 SLOTS = 8
 
 
-def _pinned_states(backend: str) -> tuple[CacheSetup, list[tuple[int, Any]], list[torch.Tensor]]:
+def _pinned_states(
+    backend: str,
+) -> tuple[CacheSetup, list[tuple[int, DecLockRefParams]], list[torch.Tensor]]:
     """3 cached Mamba states, each locked by a running request; every other slot taken."""
     setup = build_cache(backend=backend, mamba=True, device_tokens=512, mamba_slots=SLOTS,
                         max_context_len=256)
-    cache, alloc, mamba_alloc = setup.cache, setup.allocator, setup.req_to_token.mamba_allocator
+    cache, alloc, mamba_alloc = setup.cache, setup.allocator, setup.mamba_allocator
+    assert mamba_alloc is not None
     locks = []
     for i in range(3):
         tokens = [1000 * (i + 1) + t for t in range(16)]
@@ -44,9 +57,13 @@ def _pinned_states(backend: str) -> tuple[CacheSetup, list[tuple[int, Any]], lis
     return setup, locks, taken
 
 
-def _checkpoint(setup: CacheSetup, own_slot: torch.Tensor) -> tuple[InsertParams, Any]:
-    comp = setup.cache.tree_core.components_by_type[ComponentType.MAMBA]
-    req = SimpleNamespace(rid=99, lock=None, kv=SimpleNamespace(mamba_pool_idx=own_slot[0]))
+def _checkpoint(setup: CacheSetup, own_slot: torch.Tensor) -> tuple[InsertParams, Optional[int]]:
+    """Checkpoint an unfinished 16-token request whose Mamba state sits in `own_slot`."""
+    core = setup.cache.tree_core
+    assert isinstance(core, UnifiedTreeCore)
+    comp = core.components_by_type[ComponentType.MAMBA]
+    assert isinstance(comp, MambaComponent)
+    req = cast("Req", SimpleNamespace(rid=99, lock=None, kv=SimpleNamespace(mamba_pool_idx=own_slot[0])))
     params = InsertParams(key=RadixKey(array("q", range(5000, 5016))), value=None)
     return params, comp.prepare_for_caching_req(req, params, token_ids_len=16, is_finished=False)
 
@@ -63,11 +80,13 @@ def test_lease_core_skips_the_state_and_proceeds() -> None:
     core = cache.tree_core
     assert isinstance(core, LeaseTreeCore)
     assert isinstance(core.components_by_type[ComponentType.MAMBA], LeaseMambaComponent)
-    state_before = setup.req_to_token.mamba_pool.mamba_cache.temporal[:, taken[0]].clone()
+    pool = setup.req_to_token
+    assert isinstance(pool, HybridReqToTokenPool)
+    state_before = pool.mamba_pool.mamba_cache.temporal[:, taken[0]].clone()
     params, cache_len = _checkpoint(setup, taken[0])
     assert cache_len == 0 and params.mamba_value is None
     assert core.mamba_states_not_cached == 1
-    assert torch.equal(setup.req_to_token.mamba_pool.mamba_cache.temporal[:, taken[0]], state_before)
+    assert torch.equal(pool.mamba_pool.mamba_cache.temporal[:, taken[0]], state_before)
     for node, receipt in locks:
         cache.dec_lock_ref(node, receipt)
     cache.sanity_check()

@@ -9,7 +9,6 @@ the request recomputes); the lease core serves both.
 from __future__ import annotations
 
 from array import array
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -23,7 +22,7 @@ from sglang.srt.mem_cache.radix_cache import RadixKey
 
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.node import LeaseTreeNode
-from unicache.integrations.sglang.workload import CacheSetup, build_cache
+from unicache.integrations.sglang.workload import CacheSetup, build_cache, request_stand_in
 
 X = list(range(1, 33))
 D = X + list(range(100, 132))
@@ -36,7 +35,9 @@ def _insert(setup: CacheSetup, tokens: list[int]) -> None:
     dev = int(m.device_prefix_len)
     prefix = cache.path_device_indices(m.last_device_node) if dev else torch.empty(0, dtype=torch.int64)
     new = alloc.alloc(len(tokens) - dev)
-    slot = setup.req_to_token.mamba_allocator.alloc(1)
+    mamba = setup.mamba_allocator
+    assert mamba is not None
+    slot = mamba.alloc(1)
     cache.insert(InsertParams(key=key, value=torch.cat((prefix, new)), mamba_value=slot,
                               prev_prefix_len=dev))
 
@@ -45,14 +46,11 @@ def _start_load_back(setup: CacheSetup, tokens: list[int], rid: int) -> tuple[in
     """(anchor, host hit, tokens loaded, started) of a load-back whose ack is withheld."""
     cache = setup.cache
     m = cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens))))
-    req = SimpleNamespace(
-        rid=rid, last_node=m.last_device_node, swa_host_hit_length=m.swa_host_hit_length,
-        mamba_host_hit_length=m.mamba_host_hit_length,
-        kv=SimpleNamespace(holds_mamba=True, mamba_pool_idx=None),
-    )
+    req = request_stand_in(rid, m.last_device_node, m.swa_host_hit_length, m.mamba_host_hit_length)
     anchor = int(m.best_match_node)
     out = cache.init_load_back(InitLoadBackParams(
         best_match_node=anchor, host_hit_length=m.host_hit_length, req=req))
+    assert out is not None
     return anchor, int(m.host_hit_length), int(out[0]), anchor in cache.ongoing_load_back
 
 
@@ -102,7 +100,8 @@ def test_lease_core_serves_both_and_releases_every_lease_once() -> None:
     assert core.ledger.live_count == 0
     assert core.ledger.released == core.ledger.acquired == len(live)
     assert core.ledger.stale == 0 and core.ledger.leaked == 0
-    assert x_node.load_back_pending_id is None and not core.load_backs
+    assert not core.load_backs
+    assert core.node_by_id(b[0]).load_back_pending_id is None
 
 
 def test_reset_revokes_in_flight_load_backs() -> None:
@@ -123,10 +122,12 @@ def test_clearing_a_leased_pin_field_is_refused() -> None:
     from unicache.integrations.sglang.errors import PinFieldWriteError
 
     setup, (a, _b) = _crash_shape("leases")
-    node = setup.cache.tree_core.node_by_id(a[0])
+    core = setup.cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    node = core.node_by_id(a[0])
     with pytest.raises(PinFieldWriteError, match=f"node {a[0]}"):
         node.load_back_pending_id = None
     assert node.load_back_pending_id == a[0], "the refused write left the pin in place"
     setup.cache.ready_to_load_host_cache()
     setup.cache.loading_check()
-    assert setup.cache.tree_core.ledger.live_count == 0
+    assert core.ledger.live_count == 0

@@ -20,7 +20,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Optional
 
 import torch
-from leases import LeaseLedger, PinSet
+from leases import Borrowed, LeaseLedger, PinSet
 from sglang.srt.disaggregation.kv_events import StorageMedium
 from sglang.srt.mem_cache.hicache_storage import PoolTransfer
 from sglang.srt.mem_cache.unified_cache.cache_action import CacheAction, ComponentAction
@@ -39,6 +39,7 @@ from sglang.srt.mem_cache.radix_cache import RadixKey
 
 from unicache.components.markers import SWA, Full, Mamba
 from unicache.integrations.sglang.errors import (
+    LeaseCoreError,
     LeaseSanityError,
     SplitPinMismatchError,
     UnknownLoadBackError,
@@ -99,9 +100,12 @@ class LeaseTreeCore(UnifiedTreeCore):
         """The H->D transfers of a load-back; overlap with another load-back is served."""
         mamba_pool_idx = req.kv.mamba_pool_idx if req is not None else None
         node = self.node_by_id(node_id)
-        kv_xfer = self.components_by_type[BASE_COMPONENT_TYPE].build_hicache_transfers(
+        kv_xfers = self.components_by_type[BASE_COMPONENT_TYPE].build_hicache_transfers(
             node, LOAD_BACK
-        )[0]
+        )
+        if not kv_xfers:
+            raise LeaseCoreError(f"build_load_back_spec: node {node_id} yields no Full KV transfer")
+        kv_xfer = kv_xfers[0]
         comp_xfers: dict[ComponentType, list[PoolTransfer]] = {}
         for comp in self.components:
             ct = comp.component_type
@@ -128,7 +132,9 @@ class LeaseTreeCore(UnifiedTreeCore):
                         return True
         return False
 
-    def _pin_nodes(self, nodes: list[LeaseTreeNode], ct: ComponentType, lb: LoadBack) -> None:
+    def _pin_nodes(
+        self, nodes: list[LeaseTreeNode], ct: ComponentType, lb: Borrowed[LoadBack]
+    ) -> None:
         if ct == ComponentType.FULL:
             full_pins: list[PinSet[Full]] = []
             for n in nodes:
@@ -262,8 +268,8 @@ class LeaseTreeCore(UnifiedTreeCore):
 
     def sanity_check(
         self,
-        ongoing_write_through: Optional[list[tuple[int, int]]] = None,
-        ongoing_load_back: Optional[list[tuple[int, int]]] = None,
+        ongoing_write_through: list[tuple[int, int]],
+        ongoing_load_back: list[tuple[int, int]],
     ) -> None:
         """SGLang's checks, then: every pin belongs to a live load-back of this epoch, and back."""
         super().sanity_check(ongoing_write_through, ongoing_load_back)
@@ -277,11 +283,10 @@ class LeaseTreeCore(UnifiedTreeCore):
                         problems.append(f"{lb}: {name} lease #{lid} is not live in the ledger")
                 if lb.generation != self.ledger.epoch:
                     problems.append(f"{lb}: generation {lb.generation} != epoch {self.ledger.epoch}")
-        if ongoing_load_back is not None:
-            anchors = {nid for _, nid in ongoing_load_back}
-            for anchor in self.load_backs:
-                if anchor not in anchors:
-                    problems.append(f"anchor {anchor} holds load-back leases but has no ongoing load-back")
+        anchors = {nid for _, nid in ongoing_load_back}
+        for anchor in self.load_backs:
+            if anchor not in anchors:
+                problems.append(f"anchor {anchor} holds load-back leases but has no ongoing load-back")
         if self.ledger.live_count != len(live_ids):
             problems.append(
                 f"ledger has {self.ledger.live_count} live leases, load-backs hold {len(live_ids)}"

@@ -8,9 +8,10 @@ never by a server (which has the real kernels).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
+from sglang.srt.server_args import ServerArgs
 
 
 def transfer_kv_direct(
@@ -75,3 +76,14 @@ def install_cpu_shims() -> None:
         setattr(mod, "transfer_kv_direct", transfer_kv_direct)
         setattr(mod, "transfer_kv_all_layer_direct_lf_pf", transfer_kv_all_layer_direct_lf_pf)
         setattr(mod, "transfer_kv_per_layer_direct_pf_lf", transfer_kv_per_layer_direct_pf_lf)
+
+
+def server_args(**fields: object) -> ServerArgs:
+    """`ServerArgs(**fields)`, typed.
+
+    SGLang assembles `ServerArgs`' constructor from field namespaces at import
+    time, so mypy sees a class without parameters; this one call site is
+    where that dynamic signature is accepted.
+    """
+    make: Callable[..., ServerArgs] = ServerArgs
+    return make(**fields)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 import torch
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams
+from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
 from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
 
 from unicache.integrations.sglang.errors import MambaSlotUnavailable
@@ -28,7 +29,10 @@ class LeaseMambaComponent(MambaComponent):
     states_not_cached = 0
 
     def _alloc_mamba_slot(self, req: Optional[Req] = None) -> torch.Tensor:
-        allocator = self.cache.req_to_token_pool.mamba_allocator
+        pool = self.cache.req_to_token_pool
+        if not isinstance(pool, HybridReqToTokenPool):
+            raise TypeError(f"Mamba component on a {type(pool).__name__}, not a HybridReqToTokenPool")
+        allocator = pool.mamba_allocator
         slot: Optional[torch.Tensor] = allocator.alloc(1)
         if slot is not None:
             return slot

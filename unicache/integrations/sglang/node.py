@@ -32,7 +32,7 @@ class LeaseTreeNode(UnifiedTreeNode):
         self.split_anchor: Optional[int] = None
         super().__init__(tree_components, priority)
 
-    @property  # type: ignore[override]
+    @property
     def load_back_pending_id(self) -> Optional[int]:
         pins = self.pins_full
         if pins is None:

@@ -15,11 +15,36 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Optional, cast
 
 import torch
+from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
+from sglang.srt.environ import envs
+from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
+from sglang.srt.mem_cache.allocator.mamba import MambaSlotAllocator
+from sglang.srt.mem_cache.base_prefix_cache import (
+    EvictParams,
+    InitLoadBackParams,
+    InsertParams,
+    MatchPrefixParams,
+)
+from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from sglang.srt.mem_cache.memory_pool import (
+    HybridLinearKVPool,
+    HybridReqToTokenPool,
+    KVCache,
+    MHATokenToKVPool,
+    ReqToTokenPool,
+)
+from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.components import ComponentType
+from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+from sglang.srt.server_args import set_global_server_args_for_scheduler
 
-from unicache.integrations.sglang.cpu import install_cpu_shims
+from unicache.integrations.sglang.cpu import install_cpu_shims, server_args
+
+if TYPE_CHECKING:
+    from sglang.srt.managers.schedule_batch import Req
 
 Request = tuple[int, int, "array[int]"]
 
@@ -73,9 +98,30 @@ def gen_workload(
 class CacheSetup:
     """SGLang objects of one cache: the cache, its KV allocator and its req-to-token pool."""
 
-    cache: Any
-    allocator: Any
-    req_to_token: Any
+    cache: UnifiedRadixCache
+    allocator: TokenToKVPoolAllocator
+    req_to_token: ReqToTokenPool
+
+    @property
+    def mamba_allocator(self) -> Optional[MambaSlotAllocator]:
+        pool = self.req_to_token
+        return pool.mamba_allocator if isinstance(pool, HybridReqToTokenPool) else None
+
+
+def request_stand_in(
+    rid: int, last_node: int, swa_host_hit: int, mamba_host_hit: int
+) -> Req:
+    """What `init_load_back` reads of a scheduler `Req`, as the harness passes it.
+
+    `holds_mamba=True` and no pool index: no per-request copy-on-write slot
+    (see the harness notes). A full `Req` needs a tokenizer-side setup the
+    cache never reads; the cast says the stand-in is deliberate.
+    """
+    kv = SimpleNamespace(holds_mamba=True, mamba_pool_idx=None)
+    return cast("Req", SimpleNamespace(
+        rid=rid, last_node=last_node, swa_host_hit_length=swa_host_hit,
+        mamba_host_hit_length=mamba_host_hit, kv=kv,
+    ))
 
 
 def build_cache(
@@ -90,21 +136,7 @@ def build_cache(
 ) -> CacheSetup:
     """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`."""
     install_cpu_shims()
-    from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
-    from sglang.srt.environ import envs
-    from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
-    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-    from sglang.srt.mem_cache.memory_pool import (
-        HybridLinearKVPool,
-        HybridReqToTokenPool,
-        MHATokenToKVPool,
-        ReqToTokenPool,
-    )
-    from sglang.srt.mem_cache.unified_cache.components import ComponentType
-    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
-    from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
-
-    args = ServerArgs(
+    args = server_args(
         model_path="dummy",
         page_size=1,
         hicache_io_backend="direct",
@@ -115,8 +147,9 @@ def build_cache(
     args._mamba_cache_chunk_size = 64
     set_global_server_args_for_scheduler(args)
     dtype = torch.bfloat16
-    r2t: Any
-    kv: Any
+    r2t: ReqToTokenPool
+    kv: KVCache
+    comps: tuple[ComponentType, ...]
     if mamba:
         with envs.SGLANG_MAMBA_SSM_DTYPE.override("bfloat16"):
             shape = Mamba2StateShape.create(
@@ -183,16 +216,8 @@ def replay(
     harness); `n > 1` starts and acks the queued load-backs only every `n`
     requests, so load-backs overlap as they do while GPU copies are in flight.
     """
-    from sglang.srt.mem_cache.base_prefix_cache import (
-        EvictParams,
-        InitLoadBackParams,
-        InsertParams,
-        MatchPrefixParams,
-    )
-    from sglang.srt.mem_cache.radix_cache import RadixKey
-
     cache, alloc = setup.cache, setup.allocator
-    mamba_alloc = getattr(setup.req_to_token, "mamba_allocator", None)
+    mamba_alloc = setup.mamba_allocator
     core = cache.tree_core
     empty = torch.empty(0, dtype=torch.int64)
     res = ReplayResult(requests=len(reqs))
@@ -210,11 +235,7 @@ def replay(
         res.host_hit_tokens += host_hit
         loaded = 0
         if host_hit > 0 or m.mamba_host_hit_length > 0 or core.is_full_device_evicted(m.best_match_node):
-            req = SimpleNamespace(
-                rid=i, last_node=node, swa_host_hit_length=m.swa_host_hit_length,
-                mamba_host_hit_length=m.mamba_host_hit_length,
-                kv=SimpleNamespace(holds_mamba=True, mamba_pool_idx=None),
-            )
+            req = request_stand_in(i, node, m.swa_host_hit_length, m.mamba_host_hit_length)
             before = len(cache.ongoing_load_back)
             out = cache.init_load_back(InitLoadBackParams(
                 best_match_node=m.best_match_node, host_hit_length=host_hit, req=req))
@@ -249,7 +270,7 @@ def replay(
         prefix = cache.path_device_indices(node) if dev_len > 0 else empty
         value = torch.cat((prefix, new_idx)) if dev_len > 0 else new_idx
         ins = cache.insert(InsertParams(key=key, value=value, mamba_value=slot, prev_prefix_len=dev_len))
-        if slot is not None and ins.mamba_exist:
+        if mamba_alloc is not None and slot is not None and ins.mamba_exist:
             mamba_alloc.free(slot)
         cache.dec_lock_ref(node, lock.to_dec_params())
         cache.check_hicache_events()
