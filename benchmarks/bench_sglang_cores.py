@@ -13,7 +13,12 @@ Part 2, overlapping load-backs: acks are deferred (`--ack-every`, started and
 acked every N requests, as while GPU copies are in flight); the stock Python
 core refuses a load-back that touches a node another load-back pins, so the
 request recomputes host-resident tokens; the lease core serves it. Printed:
-refused load-backs and the host-hit tokens lost to them, per core.
+refused load-backs and the host-hit tokens lost to them, per core, on the
+harness workload and on a variant whose new sessions fork from a running
+one (`--fork`, a branched chat: the shared node holds a Mamba state).
+
+`--transfer noop` (default, like the harness's anchor) moves no bytes, so the
+figures are bookkeeping; `copy` runs the torch index copies.
 
 `--harness` imports the harness's own `gen_workload` and checks that it
 yields the very requests used here (the workload is a copy, see
@@ -61,8 +66,12 @@ def _check_harness(path: str, seed: int, sessions: int, reqs: list[Request]) -> 
     print(f"# workload identical to {path}'s gen_workload(seed={seed}, sessions={sessions})")
 
 
+COPY_BYTES = [False]
+
+
 def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int) -> ReplayResult:
-    setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx)
+    setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx,
+                        copy_bytes=COPY_BYTES[0])
     try:
         return replay(setup, reqs, ack_every=ack_every)
     finally:
@@ -100,11 +109,11 @@ def throughput(reqs: list[Request], unique: int, rounds: int) -> list[dict[str, 
     return rows
 
 
-def overlap(reqs: list[Request], unique: int, ack_every: int) -> list[dict[str, Any]]:
-    device, ctx = pool_sizes(reqs, unique, floor_requests=ack_every + 2)
+def overlap(reqs: list[Request], unique: int, ack_every: int, variant: str) -> list[dict[str, Any]]:
+    device, ctx = pool_sizes(reqs, unique, floor_requests=3)
     rows: list[dict[str, Any]] = []
     for mamba in (False, True):
-        label = "FULL+MAMBA" if mamba else "FULL"
+        label = ("FULL+MAMBA" if mamba else "FULL") + variant
         for core in ("python", "leases"):
             res = _run(core, mamba, device, ctx, reqs, ack_every)
             row = {
@@ -115,7 +124,7 @@ def overlap(reqs: list[Request], unique: int, ack_every: int) -> list[dict[str, 
                 "loaded_tokens": res.loaded_tokens,
             }
             rows.append(row)
-            print(f"{row['config']:26s} {core:7s} load-backs={res.load_backs:4d} refused={res.load_backs_declined:3d} "
+            print(f"{row['config']:38s} {core:7s} load-backs={res.load_backs:4d} refused={res.load_backs_declined:3d} "
                   f"host-hit tokens={res.host_hit_tokens:7d} lost={res.declined_host_hit_tokens:6d} "
                   f"loaded={res.loaded_tokens:7d}")
     return rows
@@ -127,16 +136,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ack-every", type=int, default=4)
+    ap.add_argument("--fork", type=float, default=0.5, help="fork probability of the overlap variant")
+    ap.add_argument("--transfer", choices=["noop", "copy"], default="noop")
     ap.add_argument("--harness", help="path of sglang_harness.py, to confirm the workload is the same")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    COPY_BYTES[0] = args.transfer == "copy"
     reqs, unique = gen_workload(args.seed, sessions=args.sessions)
     if args.harness:
         _check_harness(args.harness, args.seed, args.sessions, reqs)
-    print(f"# {len(reqs)} requests, {unique} unique tokens; CPU stand-ins copy bytes (torch index copies)")
+    print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}")
+    forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork)
     out = {"throughput": throughput(reqs, unique, args.rounds),
-           "overlap": overlap(reqs, unique, args.ack_every)}
+           "overlap": overlap(reqs, unique, args.ack_every, "")
+           + overlap(forked, forked_unique, args.ack_every, f"/fork={args.fork}")}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 import torch
 from sglang.srt.server_args import ServerArgs
 
+_COPY_BYTES = [True]
+
 
 def transfer_kv_direct(
     src_layers: Sequence[torch.Tensor],
@@ -23,6 +25,8 @@ def transfer_kv_direct(
     **_: object,
 ) -> None:
     """dst[dst_indices] = src[src_indices], layer by layer."""
+    if not _COPY_BYTES[0]:
+        return
     for s, d in zip(src_layers, dst_layers):
         d[dst_indices.to(d.device)] = s[src_indices.to(s.device)]
 
@@ -36,6 +40,8 @@ def transfer_kv_all_layer_direct_lf_pf(
     **_: object,
 ) -> None:
     """Layer-first device tensors -> page-first host buffers (pages, layers, page_size, ...)."""
+    if not _COPY_BYTES[0]:
+        return
     hi = dst_indices.to(dst_ptrs[0].device)
     pages, offsets = hi // page_size, hi % page_size
     layers = dst_ptrs[0].shape[1]
@@ -55,6 +61,8 @@ def transfer_kv_per_layer_direct_pf_lf(
     **_: object,
 ) -> None:
     """One layer of page-first host buffers -> layer-first device tensors."""
+    if not _COPY_BYTES[0]:
+        return
     hi = src_indices.to(src_ptrs[0].device)
     pages, offsets = hi // page_size, hi % page_size
     for host, dev in zip(src_ptrs, dst_ptrs):
@@ -65,8 +73,13 @@ def _no_host_register(*_: object, **__: object) -> None:
     return None
 
 
-def install_cpu_shims() -> None:
-    """Patch SGLang's host pools for CPU (idempotent)."""
+def install_cpu_shims(*, copy_bytes: bool = True) -> None:
+    """Patch SGLang's host pools for CPU (idempotent).
+
+    `copy_bytes=False` makes the transfers move nothing (the harness's
+    `--transfer noop`): timings are then bookkeeping only.
+    """
+    _COPY_BYTES[0] = copy_bytes
     import sglang.srt.mem_cache.pool_host.common as common
     import sglang.srt.mem_cache.pool_host.mamba as host_mamba
     import sglang.srt.mem_cache.pool_host.mha as host_mha

@@ -63,10 +63,15 @@ def gen_workload(
     turn_len: tuple[int, int] = (64, 512),
     window: int = 16,
     vocab: int = 150_000,
+    fork: float = 0.0,
 ) -> tuple[list[Request], int]:
     """Multi-turn sessions sharing system prompts, interleaved `window` at a time (page size 1).
 
     Returns (requests, unique tokens); a request is (session, turn, tokens).
+    `fork > 0` (not in the harness): a session that starts forks, with this
+    probability, from the current history of a random active session (a
+    regenerated or branched chat), so a node holding a Mamba state becomes
+    internal; with `fork=0` the requests are the harness's, draw for draw.
     """
     rng = random.Random(seed)
     prompts = [[rng.randint(1, vocab) for _ in range(rng.randint(*sys_len))] for _ in range(n_sys)]
@@ -88,7 +93,11 @@ def gen_workload(
         if next_turn[s] == turns:
             history[s] = []
             if pending:
-                active[k] = pending.pop(0)
+                nxt = active[k] = pending.pop(0)
+                if fork and rng.random() < fork:
+                    donor = active[rng.randrange(len(active))]
+                    if donor != nxt and next_turn[donor] > 0:
+                        history[nxt] = list(history[donor])
             else:
                 active.pop(k)
     return reqs, unique
@@ -130,12 +139,13 @@ def build_cache(
     mamba: bool,
     device_tokens: int,
     policy: str = "write_back",
+    copy_bytes: bool = True,
     host_ratio: float = 12.0,
     mamba_slots: int = 64,
     max_context_len: int = 8192,
 ) -> CacheSetup:
     """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`."""
-    install_cpu_shims()
+    install_cpu_shims(copy_bytes=copy_bytes)
     args = server_args(
         model_path="dummy",
         page_size=1,
