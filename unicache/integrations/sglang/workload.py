@@ -135,7 +135,7 @@ def request_stand_in(
 
 def build_cache(
     *,
-    backend: str,
+    backend: Optional[str],
     mamba: bool,
     device_tokens: int,
     policy: str = "write_back",
@@ -144,7 +144,10 @@ def build_cache(
     mamba_slots: int = 64,
     max_context_len: int = 8192,
 ) -> CacheSetup:
-    """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`."""
+    """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`.
+
+    `backend=None` leaves the choice to SGLang (`SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`).
+    """
     install_cpu_shims(copy_bytes=copy_bytes)
     args = server_args(
         model_path="dummy",
