@@ -21,6 +21,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
 from sglang.srt.mem_cache.radix_cache import RadixKey
 
 from unicache.integrations.sglang.core import LeaseTreeCore
+from unicache.integrations.sglang.errors import UnknownLoadBackError
 from unicache.integrations.sglang.node import LeaseTreeNode
 from unicache.integrations.sglang.workload import CacheSetup, build_cache, request_stand_in
 
@@ -131,3 +132,26 @@ def test_clearing_a_leased_pin_field_is_refused() -> None:
     setup.cache.ready_to_load_host_cache()
     setup.cache.loading_check()
     assert core.ledger.live_count == 0
+
+
+def test_two_load_backs_on_one_anchor_are_acked_in_commit_order() -> None:
+    setup, (a, b) = _crash_shape("leases")
+    cache = setup.cache
+    core = cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    first = core.load_backs[a[0]][0]
+    first_ids = set(first.lease_ids().values())
+    kv_xfer, comp_xfers = core.build_load_back_spec(a[0])
+    core.commit_load_back(a[0], torch.empty(0, dtype=torch.int64), kv_xfer, comp_xfers)
+    queue = core.load_backs[a[0]]
+    assert len(queue) == 2 and queue[0] is first and queue[1].seq > first.seq
+    second_seq = queue[1].seq
+    cache.ready_to_load_host_cache()
+    cache.loading_check()
+    assert all(core.ledger.get(i) is None for i in first_ids), "the first ack releases the first load-back"
+    assert [lb.seq for lb in core.load_backs[a[0]]] == [second_seq]
+    core.finish_load_back(a[0])
+    assert not core.load_backs and core.ledger.live_count == 0
+    assert core.ledger.released == core.ledger.acquired
+    with pytest.raises(UnknownLoadBackError, match=f"anchor {a[0]}"):
+        core.finish_load_back(a[0])
