@@ -1,0 +1,161 @@
+"""SGLang 0.5.23's own cache on the harness workload: tree core "leases" vs "python" vs "rust".
+
+Run (in the SGLang venv): `make bench-sglang`, or
+`.venv-sglang/bin/python benchmarks/bench_sglang_cores.py [--rounds R] [--sessions N]
+[--harness PATH/sglang_harness.py] [--json PATH]`.
+
+Part 1, throughput: each round runs the three cores back to back (order
+rotated per round) on the same requests; requests/s are medians over the
+rounds, and the leases/python and leases/rust ratios are printed. Digests
+must agree across cores, or the run aborts (different work is not compared).
+
+Part 2, overlapping load-backs: acks are deferred (`--ack-every`, started and
+acked every N requests, as while GPU copies are in flight); the stock Python
+core refuses a load-back that touches a node another load-back pins, so the
+request recomputes host-resident tokens; the lease core serves it. Printed:
+refused load-backs and the host-hit tokens lost to them, per core, on the
+harness workload and on a variant whose new sessions fork from a running
+one (`--fork`, a branched chat: the shared node holds a Mamba state).
+
+`--transfer noop` (default, like the harness's anchor) moves no bytes, so the
+figures are bookkeeping; `copy` runs the torch index copies.
+
+`--harness` imports the harness's own `gen_workload` and checks that it
+yields the very requests used here (the workload is a copy, see
+`unicache.integrations.sglang.workload`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import statistics
+import sys
+import warnings
+from typing import Any
+
+import torch
+
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+
+import unicache.integrations.sglang  # noqa: E402,F401  (registers "leases")
+from unicache.integrations.sglang.workload import (  # noqa: E402
+    Request,
+    ReplayResult,
+    build_cache,
+    gen_workload,
+    pool_sizes,
+    replay,
+)
+
+CORES = ("python", "leases", "rust")
+
+
+def _check_harness(path: str, seed: int, sessions: int, reqs: list[Request]) -> None:
+    spec = importlib.util.spec_from_file_location("sglang_harness", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot import the harness at {path}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    theirs, _ = mod.gen_workload(seed, sessions=sessions)
+    if [list(t) for _, _, t in theirs] != [list(t) for _, _, t in reqs]:
+        raise SystemExit("the harness generates a different workload for these parameters")
+    print(f"# workload identical to {path}'s gen_workload(seed={seed}, sessions={sessions})")
+
+
+COPY_BYTES = [False]
+
+
+def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int) -> ReplayResult:
+    setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx,
+                        copy_bytes=COPY_BYTES[0])
+    try:
+        return replay(setup, reqs, ack_every=ack_every)
+    finally:
+        setup.cache.release_host_resources()
+
+
+def throughput(reqs: list[Request], unique: int, rounds: int) -> list[dict[str, Any]]:
+    device, ctx = pool_sizes(reqs, unique)
+    rows: list[dict[str, Any]] = []
+    for mamba in (False, True):
+        label = "FULL+MAMBA" if mamba else "FULL"
+        rps: dict[str, list[float]] = {c: [] for c in CORES}
+        digests: dict[str, int] = {}
+        for r in range(rounds):
+            order = CORES[r % 3:] + CORES[: r % 3]
+            for core in order:
+                res = _run(core, mamba, device, ctx, reqs, 1)
+                rps[core].append(res.requests / res.wall_s)
+                if digests.setdefault(core, res.digest) != res.digest:
+                    raise SystemExit(f"{label}/{core}: digest changed between rounds")
+        if len(set(digests.values())) != 1:
+            raise SystemExit(f"{label}: cores did different work: {digests}")
+        med = {c: statistics.median(v) for c, v in rps.items()}
+        row = {
+            "config": f"{label}/ps1/write_back",
+            "req_per_s": med,
+            "req_per_s_all": {c: [round(x, 1) for x in v] for c, v in rps.items()},
+            "leases_vs_python": med["leases"] / med["python"],
+            "leases_vs_rust": med["leases"] / med["rust"],
+            "digest": next(iter(digests.values())),
+        }
+        rows.append(row)
+        print(f"{row['config']:26s} " + "  ".join(f"{c}={med[c]:7.1f} req/s" for c in CORES)
+              + f"  leases/python={row['leases_vs_python']:.2f}x  leases/rust={row['leases_vs_rust']:.2f}x")
+    return rows
+
+
+def overlap(reqs: list[Request], unique: int, ack_every: int, variant: str) -> list[dict[str, Any]]:
+    device, ctx = pool_sizes(reqs, unique, floor_requests=3)
+    rows: list[dict[str, Any]] = []
+    for mamba in (False, True):
+        label = ("FULL+MAMBA" if mamba else "FULL") + variant
+        for core in ("python", "leases"):
+            res = _run(core, mamba, device, ctx, reqs, ack_every)
+            row = {
+                "config": f"{label}/ack_every={ack_every}", "core": core,
+                "load_backs": res.load_backs, "refused": res.load_backs_declined,
+                "host_hit_tokens": res.host_hit_tokens,
+                "host_hit_tokens_lost": res.declined_host_hit_tokens,
+                "loaded_tokens": res.loaded_tokens,
+            }
+            rows.append(row)
+            print(f"{row['config']:38s} {core:7s} load-backs={res.load_backs:4d} refused={res.load_backs_declined:3d} "
+                  f"host-hit tokens={res.host_hit_tokens:7d} lost={res.declined_host_hit_tokens:6d} "
+                  f"loaded={res.loaded_tokens:7d}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sessions", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ack-every", type=int, default=4)
+    ap.add_argument("--fork", type=float, default=0.5, help="fork probability of the overlap variant")
+    ap.add_argument("--transfer", choices=["noop", "copy"], default="noop")
+    ap.add_argument("--harness", help="path of sglang_harness.py, to confirm the workload is the same")
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    COPY_BYTES[0] = args.transfer == "copy"
+    reqs, unique = gen_workload(args.seed, sessions=args.sessions)
+    if args.harness:
+        _check_harness(args.harness, args.seed, args.sessions, reqs)
+    print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}")
+    forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork)
+    out = {"throughput": throughput(reqs, unique, args.rounds),
+           "overlap": overlap(reqs, unique, args.ack_every, "")
+           + overlap(forked, forked_unique, args.ack_every, f"/fork={args.fork}")}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

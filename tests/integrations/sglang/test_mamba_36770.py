@@ -1,0 +1,95 @@
+"""SGLang #36770: checkpointing with every cached Mamba state pinned and no free slot.
+
+Stock 0.5.23 asserts ``Can not alloc mamba cache`` in
+`MambaComponent._alloc_mamba_slot` (reached from `checkpoint` ->
+`prepare_for_caching_req`); the lease core's component skips caching the
+state, counts it, and the request proceeds.
+"""
+
+from __future__ import annotations
+
+from array import array
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Optional, cast
+
+import pytest
+import torch
+from sglang.srt.mem_cache.base_prefix_cache import (
+    DecLockRefParams,
+    InsertParams,
+    MatchPrefixParams,
+)
+from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
+from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.components import ComponentType
+from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
+from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore
+
+from unicache.integrations.sglang.core import LeaseTreeCore
+from unicache.integrations.sglang.mamba import LeaseMambaComponent
+from unicache.integrations.sglang.workload import CacheSetup, build_cache
+
+if TYPE_CHECKING:
+    from sglang.srt.managers.schedule_batch import Req
+
+SLOTS = 8
+
+
+def _pinned_states(
+    backend: str,
+) -> tuple[CacheSetup, list[tuple[int, DecLockRefParams]], list[torch.Tensor]]:
+    """3 cached Mamba states, each locked by a running request; every other slot taken."""
+    setup = build_cache(backend=backend, mamba=True, device_tokens=512, mamba_slots=SLOTS,
+                        max_context_len=256)
+    cache, alloc, mamba_alloc = setup.cache, setup.allocator, setup.mamba_allocator
+    assert mamba_alloc is not None
+    locks = []
+    for i in range(3):
+        tokens = [1000 * (i + 1) + t for t in range(16)]
+        key = RadixKey(array("q", tokens))
+        cache.insert(InsertParams(key=key, value=alloc.alloc(16), mamba_value=mamba_alloc.alloc(1)))
+        node = cache.match_prefix(MatchPrefixParams(key=key)).last_device_node
+        locks.append((node, cache.inc_lock_ref(node).to_dec_params()))
+    taken = []
+    while (slot := mamba_alloc.alloc(1)) is not None:
+        taken.append(slot)
+    assert taken, "the running request needs a slot of its own"
+    return setup, locks, taken
+
+
+def _checkpoint(setup: CacheSetup, own_slot: torch.Tensor) -> tuple[InsertParams, Optional[int]]:
+    """Checkpoint an unfinished 16-token request whose Mamba state sits in `own_slot`."""
+    core = setup.cache.tree_core
+    assert isinstance(core, UnifiedTreeCore)
+    comp = core.components_by_type[ComponentType.MAMBA]
+    assert isinstance(comp, MambaComponent)
+    req = cast("Req", SimpleNamespace(rid=99, lock=None, kv=SimpleNamespace(mamba_pool_idx=own_slot[0])))
+    params = InsertParams(key=RadixKey(array("q", range(5000, 5016))), value=None)
+    return params, comp.prepare_for_caching_req(req, params, token_ids_len=16, is_finished=False)
+
+
+def test_stock_core_asserts() -> None:
+    setup, _locks, taken = _pinned_states("python")
+    with pytest.raises(AssertionError, match="Can not alloc mamba cache"):
+        _checkpoint(setup, taken[0])
+
+
+def test_lease_core_skips_the_state_and_proceeds() -> None:
+    setup, locks, taken = _pinned_states("leases")
+    cache = setup.cache
+    core = cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    assert isinstance(core.components_by_type[ComponentType.MAMBA], LeaseMambaComponent)
+    pool = setup.req_to_token
+    assert isinstance(pool, HybridReqToTokenPool)
+    state_before = pool.mamba_pool.mamba_cache.temporal[:, taken[0]].clone()
+    params, cache_len = _checkpoint(setup, taken[0])
+    assert cache_len == 0 and params.mamba_value is None
+    assert core.mamba_states_not_cached == 1
+    assert torch.equal(pool.mamba_pool.mamba_cache.temporal[:, taken[0]], state_before)
+    for node, receipt in locks:
+        cache.dec_lock_ref(node, receipt)
+    cache.sanity_check()
+    params, cache_len = _checkpoint(setup, taken[0])
+    assert cache_len == 16 and params.mamba_value is not None, "a freed state makes room again"
+    assert core.mamba_states_not_cached == 1

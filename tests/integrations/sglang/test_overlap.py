@@ -1,0 +1,157 @@
+"""The production-crash shape: two load-backs on one node (Full+Mamba, write-back).
+
+Chain root -> X -> D, both demoted to host. Load-back A (anchor D) reads X's
+and D's Full and D's Mamba; before A's ack, load-back B (anchor X) needs X's
+Mamba state from host, on a node A pins. Stock 0.5.23 refuses B (empty spec:
+the request recomputes); the lease core serves both.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+import torch
+from sglang.srt.mem_cache.base_prefix_cache import (
+    EvictParams,
+    InitLoadBackParams,
+    InsertParams,
+    MatchPrefixParams,
+)
+from sglang.srt.mem_cache.radix_cache import RadixKey
+
+from unicache.integrations.sglang.core import LeaseTreeCore
+from unicache.integrations.sglang.errors import UnknownLoadBackError
+from unicache.integrations.sglang.node import LeaseTreeNode
+from unicache.integrations.sglang.workload import CacheSetup, build_cache, request_stand_in
+
+X = list(range(1, 33))
+D = X + list(range(100, 132))
+
+
+def _insert(setup: CacheSetup, tokens: list[int]) -> None:
+    cache, alloc = setup.cache, setup.allocator
+    key = RadixKey(array("q", tokens))
+    m = cache.match_prefix(MatchPrefixParams(key=key))
+    dev = int(m.device_prefix_len)
+    prefix = cache.path_device_indices(m.last_device_node) if dev else torch.empty(0, dtype=torch.int64)
+    new = alloc.alloc(len(tokens) - dev)
+    mamba = setup.mamba_allocator
+    assert mamba is not None
+    slot = mamba.alloc(1)
+    cache.insert(InsertParams(key=key, value=torch.cat((prefix, new)), mamba_value=slot,
+                              prev_prefix_len=dev))
+
+
+def _start_load_back(setup: CacheSetup, tokens: list[int], rid: int) -> tuple[int, int, int, bool]:
+    """(anchor, host hit, tokens loaded, started) of a load-back whose ack is withheld."""
+    cache = setup.cache
+    m = cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens))))
+    req = request_stand_in(rid, m.last_device_node, m.swa_host_hit_length, m.mamba_host_hit_length)
+    anchor = int(m.best_match_node)
+    out = cache.init_load_back(InitLoadBackParams(
+        best_match_node=anchor, host_hit_length=m.host_hit_length, req=req))
+    assert out is not None
+    return anchor, int(m.host_hit_length), int(out[0]), anchor in cache.ongoing_load_back
+
+
+def _crash_shape(backend: str) -> tuple[CacheSetup, list[tuple[int, int, int, bool]]]:
+    setup = build_cache(backend=backend, mamba=True, device_tokens=256, mamba_slots=16,
+                        max_context_len=512)
+    setup.cache.load_back_threshold = 0
+    _insert(setup, X)
+    _insert(setup, D)
+    setup.cache.evict_for_alloc(EvictParams(num_tokens=256, mamba_num=16))
+    a = _start_load_back(setup, D, 1)
+    b = _start_load_back(setup, X, 2)
+    return setup, [a, b]
+
+
+def test_stock_core_refuses_the_second_load_back() -> None:
+    setup, (a, b) = _crash_shape("python")
+    assert a[3] and a[2] == len(D)
+    assert b[1] == len(X) and not b[3] and b[2] == 0
+    setup.cache.ready_to_load_host_cache()
+    setup.cache.loading_check()
+    setup.cache.sanity_check()
+
+
+def test_lease_core_serves_both_and_releases_every_lease_once() -> None:
+    setup, (a, b) = _crash_shape("leases")
+    cache = setup.cache
+    core = cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    assert a[3] and a[2] == len(D)
+    assert b[3] and b[2] == len(X), "the overlapping load-back must be served from host"
+    assert core.overlapping_load_backs == 1
+    x_node = core.node_by_id(b[0])
+    assert isinstance(x_node, LeaseTreeNode)
+    assert x_node.pins_full is not None and x_node.pins_mamba is not None
+    lb_a, lb_b = core.load_backs[a[0]][0], core.load_backs[b[0]][0]
+    assert lb_a.full is not None and lb_b.mamba is not None
+    assert x_node.pins_full.ids() == [lb_a.full.id]
+    assert x_node.pins_mamba.ids() == [lb_b.mamba.id]
+    assert x_node.load_back_pending_id == a[0]
+    live = {lease.id for lease in core.ledger.live()}
+    assert live == set(lb_a.lease_ids().values()) | set(lb_b.lease_ids().values())
+    cache.sanity_check()
+    cache.ready_to_load_host_cache()
+    cache.loading_check()
+    cache.sanity_check()
+    assert core.ledger.live_count == 0
+    assert core.ledger.released == core.ledger.acquired == len(live)
+    assert core.ledger.stale == 0 and core.ledger.leaked == 0
+    assert not core.load_backs
+    assert core.node_by_id(b[0]).load_back_pending_id is None
+
+
+def test_reset_revokes_in_flight_load_backs() -> None:
+    setup, (a, b) = _crash_shape("leases")
+    core = setup.cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    held = core.ledger.live_count
+    epoch = core.ledger.epoch
+    setup.cache.reset()
+    assert core.ledger.epoch == epoch + 1
+    assert core.ledger.revoked == held and core.ledger.stale == held
+    assert core.ledger.live_count == 0 and not core.load_backs
+    core.finish_load_back(a[0])
+    assert core.stale_acks == 1
+
+
+def test_clearing_a_leased_pin_field_is_refused() -> None:
+    from unicache.integrations.sglang.errors import PinFieldWriteError
+
+    setup, (a, _b) = _crash_shape("leases")
+    core = setup.cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    node = core.node_by_id(a[0])
+    with pytest.raises(PinFieldWriteError, match=f"node {a[0]}"):
+        node.load_back_pending_id = None
+    assert node.load_back_pending_id == a[0], "the refused write left the pin in place"
+    setup.cache.ready_to_load_host_cache()
+    setup.cache.loading_check()
+    assert core.ledger.live_count == 0
+
+
+def test_two_load_backs_on_one_anchor_are_acked_in_commit_order() -> None:
+    setup, (a, b) = _crash_shape("leases")
+    cache = setup.cache
+    core = cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    first = core.load_backs[a[0]][0]
+    first_ids = set(first.lease_ids().values())
+    kv_xfer, comp_xfers = core.build_load_back_spec(a[0])
+    core.commit_load_back(a[0], torch.empty(0, dtype=torch.int64), kv_xfer, comp_xfers)
+    queue = core.load_backs[a[0]]
+    assert len(queue) == 2 and queue[0] is first and queue[1].seq > first.seq
+    second_seq = queue[1].seq
+    cache.ready_to_load_host_cache()
+    cache.loading_check()
+    assert all(core.ledger.get(i) is None for i in first_ids), "the first ack releases the first load-back"
+    assert [lb.seq for lb in core.load_backs[a[0]]] == [second_seq]
+    core.finish_load_back(a[0])
+    assert not core.load_backs and core.ledger.live_count == 0
+    assert core.ledger.released == core.ledger.acquired
+    with pytest.raises(UnknownLoadBackError, match=f"anchor {a[0]}"):
+        core.finish_load_back(a[0])

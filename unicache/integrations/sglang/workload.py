@@ -1,0 +1,314 @@
+"""The SGLang CPU harness workload and its per-request driver, for tests and benchmarks.
+
+A rewrite of the request loop of the project's SGLang CPU harness
+(shared/bench/sglang_harness.py: `gen_workload`, `build_cache`, `run_once`),
+same workload for the same seed and same digest, so figures compare with
+it. Drives SGLang's own `UnifiedRadixCache` + HiCache controller on CPU with
+any registered tree core.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from array import array
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Optional, cast
+
+import torch
+from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
+from sglang.srt.environ import envs
+from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
+from sglang.srt.mem_cache.allocator.mamba import MambaSlotAllocator
+from sglang.srt.mem_cache.base_prefix_cache import (
+    EvictParams,
+    InitLoadBackParams,
+    InsertParams,
+    MatchPrefixParams,
+)
+from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from sglang.srt.mem_cache.memory_pool import (
+    HybridLinearKVPool,
+    HybridReqToTokenPool,
+    KVCache,
+    MHATokenToKVPool,
+    ReqToTokenPool,
+)
+from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.components import ComponentType
+from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+from sglang.srt.server_args import set_global_server_args_for_scheduler
+
+from unicache.integrations.sglang.cpu import install_cpu_shims, server_args
+
+if TYPE_CHECKING:
+    from sglang.srt.managers.schedule_batch import Req
+
+Request = tuple[int, int, "array[int]"]
+
+
+def _align(n: int, page: int) -> int:
+    return max(page, (n // page) * page)
+
+
+def gen_workload(
+    seed: int,
+    *,
+    sessions: int = 200,
+    turns: int = 5,
+    n_sys: int = 8,
+    sys_len: tuple[int, int] = (1024, 2048),
+    turn_len: tuple[int, int] = (64, 512),
+    window: int = 16,
+    vocab: int = 150_000,
+    fork: float = 0.0,
+) -> tuple[list[Request], int]:
+    """Multi-turn sessions sharing system prompts, interleaved `window` at a time (page size 1).
+
+    Returns (requests, unique tokens); a request is (session, turn, tokens).
+    `fork > 0` (not in the harness): a session that starts forks, with this
+    probability, from the current history of a random active session (a
+    regenerated or branched chat), so a node holding a Mamba state becomes
+    internal; with `fork=0` the requests are the harness's, draw for draw.
+    """
+    rng = random.Random(seed)
+    prompts = [[rng.randint(1, vocab) for _ in range(rng.randint(*sys_len))] for _ in range(n_sys)]
+    sess_sys = [rng.randrange(n_sys) for _ in range(sessions)]
+    history: list[list[int]] = [list(prompts[s]) for s in sess_sys]
+    next_turn = [0] * sessions
+    pending = list(range(sessions))
+    active = [pending.pop(0) for _ in range(min(window, sessions))]
+    reqs: list[Request] = []
+    unique = sum(len(p) for p in prompts)
+    while active:
+        k = rng.randrange(len(active))
+        s = active[k]
+        chunk = rng.randint(*turn_len)
+        history[s].extend(rng.randint(1, vocab) for _ in range(chunk))
+        unique += chunk
+        reqs.append((s, next_turn[s], array("q", history[s])))
+        next_turn[s] += 1
+        if next_turn[s] == turns:
+            history[s] = []
+            if pending:
+                nxt = active[k] = pending.pop(0)
+                if fork and rng.random() < fork:
+                    donor = active[rng.randrange(len(active))]
+                    if donor != nxt and next_turn[donor] > 0:
+                        history[nxt] = list(history[donor])
+            else:
+                active.pop(k)
+    return reqs, unique
+
+
+@dataclass(slots=True)
+class CacheSetup:
+    """SGLang objects of one cache: the cache, its KV allocator and its req-to-token pool."""
+
+    cache: UnifiedRadixCache
+    allocator: TokenToKVPoolAllocator
+    req_to_token: ReqToTokenPool
+
+    @property
+    def mamba_allocator(self) -> Optional[MambaSlotAllocator]:
+        pool = self.req_to_token
+        return pool.mamba_allocator if isinstance(pool, HybridReqToTokenPool) else None
+
+
+def request_stand_in(
+    rid: int, last_node: int, swa_host_hit: int, mamba_host_hit: int
+) -> Req:
+    """What `init_load_back` reads of a scheduler `Req`, as the harness passes it.
+
+    `holds_mamba=True` and no pool index: no per-request copy-on-write slot
+    (see the harness notes). A full `Req` needs a tokenizer-side setup the
+    cache never reads; the cast says the stand-in is deliberate.
+    """
+    kv = SimpleNamespace(holds_mamba=True, mamba_pool_idx=None)
+    return cast("Req", SimpleNamespace(
+        rid=rid, last_node=last_node, swa_host_hit_length=swa_host_hit,
+        mamba_host_hit_length=mamba_host_hit, kv=kv,
+    ))
+
+
+def build_cache(
+    *,
+    backend: Optional[str],
+    mamba: bool,
+    device_tokens: int,
+    policy: str = "write_back",
+    copy_bytes: bool = True,
+    host_ratio: float = 12.0,
+    mamba_slots: int = 64,
+    max_context_len: int = 8192,
+) -> CacheSetup:
+    """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`.
+
+    `backend=None` leaves the choice to SGLang (`SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`).
+    """
+    install_cpu_shims(copy_bytes=copy_bytes)
+    args = server_args(
+        model_path="dummy",
+        page_size=1,
+        hicache_io_backend="direct",
+        hicache_write_policy=policy,
+        hicache_ratio=host_ratio,
+        hicache_mem_layout="page_first_direct",
+    )
+    args._mamba_cache_chunk_size = 64
+    set_global_server_args_for_scheduler(args)
+    dtype = torch.bfloat16
+    r2t: ReqToTokenPool
+    kv: KVCache
+    comps: tuple[ComponentType, ...]
+    if mamba:
+        with envs.SGLANG_MAMBA_SSM_DTYPE.override("bfloat16"):
+            shape = Mamba2StateShape.create(
+                tp_world_size=1, intermediate_size=64, n_groups=1, num_heads=2,
+                head_dim=16, state_size=16, conv_kernel=4,
+            )
+            params = Mamba2CacheParams(shape=shape, layers=[0])
+        r2t = HybridReqToTokenPool(
+            size=4, mamba_size=mamba_slots, mamba_spec_state_size=4,
+            max_context_len=max_context_len, device="cpu", enable_memory_saver=False,
+            cache_params=params, mamba_layer_ids=[0], enable_mamba_extra_buffer=False,
+            speculative_num_draft_tokens=3,
+        )
+        kv = HybridLinearKVPool(
+            size=device_tokens, dtype=dtype, page_size=1, head_num=1, head_dim=8,
+            full_attention_layer_ids=[1], device="cpu", enable_memory_saver=False,
+            mamba_pool=r2t.mamba_pool,
+        )
+        comps = (ComponentType.FULL, ComponentType.MAMBA)
+    else:
+        r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
+                             enable_memory_saver=False)
+        kv = MHATokenToKVPool(
+            size=device_tokens, page_size=1, dtype=dtype, head_num=1, head_dim=8,
+            layer_num=1, device="cpu", enable_memory_saver=False,
+        )
+        comps = (ComponentType.FULL,)
+    alloc = TokenToKVPoolAllocator(size=device_tokens, dtype=dtype, device="cpu",
+                                   kvcache=kv, need_sort=False)
+    init = CacheInitParams(
+        req_to_token_pool=r2t, token_to_kv_pool_allocator=alloc, page_size=1, disable=False,
+        tree_components=comps, enable_mamba_extra_buffer=False, eviction_policy="lru",
+        tree_core_backend=backend,
+    )
+    cache = UnifiedRadixCache(params=init)
+    cache.init_hicache(args, init)
+    return CacheSetup(cache, alloc, r2t)
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    """Outcome of one replay: the harness digest, counts and wall time."""
+
+    digest: int = 0
+    wall_s: float = 0.0
+    requests: int = 0
+    load_backs: int = 0
+    load_backs_declined: int = 0
+    loaded_tokens: int = 0
+    host_hit_tokens: int = 0
+    declined_host_hit_tokens: int = 0
+    per_request: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+def replay(
+    setup: CacheSetup, reqs: list[Request], *, check_every: int = 0, ack_every: int = 1
+) -> ReplayResult:
+    """Drive the harness's per-request op sequence; `sanity_check` every `check_every` requests.
+
+    Per request: match -> [init_load_back, start loading, ack] -> lock ->
+    [evict_for_alloc] -> alloc -> insert -> unlock -> check_hicache_events.
+    The digest is the harness's: over (device prefix, host hit, loaded) per
+    request. `ack_every=1` starts and acks each load-back at once (the
+    harness); `n > 1` starts and acks the queued load-backs only every `n`
+    requests, so load-backs overlap as they do while GPU copies are in flight.
+    """
+    cache, alloc = setup.cache, setup.allocator
+    mamba_alloc = setup.mamba_allocator
+    core = cache.tree_core
+    empty = torch.empty(0, dtype=torch.int64)
+    res = ReplayResult(requests=len(reqs))
+    queued = 0
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    t0 = time.perf_counter_ns()
+    for i, (_s, _t, tokens) in enumerate(reqs):
+        key = RadixKey(tokens)
+        m = cache.match_prefix(MatchPrefixParams(key=key))
+        node = m.last_device_node
+        dev_len = int(m.device_prefix_len)
+        host_hit = int(m.host_hit_length)
+        res.host_hit_tokens += host_hit
+        loaded = 0
+        if host_hit > 0 or m.mamba_host_hit_length > 0 or core.is_full_device_evicted(m.best_match_node):
+            req = request_stand_in(i, node, m.swa_host_hit_length, m.mamba_host_hit_length)
+            before = len(cache.ongoing_load_back)
+            out = cache.init_load_back(InitLoadBackParams(
+                best_match_node=m.best_match_node, host_hit_length=host_hit, req=req))
+            if len(cache.ongoing_load_back) > before:
+                queued += 1
+                loaded, node = out
+                res.load_backs += 1
+                res.loaded_tokens += loaded
+                dev_len += loaded
+            else:
+                res.load_backs_declined += 1
+                res.declined_host_hit_tokens += host_hit
+        if queued and (i + 1) % ack_every == 0:
+            cache.ready_to_load_host_cache()
+            cache.loading_check()
+            queued = 0
+        lock = cache.inc_lock_ref(node)
+        need = len(tokens) - dev_len
+        if need > 0 and alloc.available_size() < need:
+            cache.evict_for_alloc(EvictParams(num_tokens=need - alloc.available_size()))
+        new_idx = alloc.alloc(need) if need > 0 else empty
+        if new_idx is None:
+            raise RuntimeError(f"request {i}: device KV allocation of {need} tokens failed")
+        slot = None
+        if mamba_alloc is not None:
+            slot = mamba_alloc.alloc(1)
+            if slot is None:
+                cache.evict_for_alloc(EvictParams(num_tokens=0, mamba_num=1))
+                slot = mamba_alloc.alloc(1)
+            if slot is None:
+                raise RuntimeError(f"request {i}: Mamba slot allocation failed")
+        prefix = cache.path_device_indices(node) if dev_len > 0 else empty
+        value = torch.cat((prefix, new_idx)) if dev_len > 0 else new_idx
+        ins = cache.insert(InsertParams(key=key, value=value, mamba_value=slot, prev_prefix_len=dev_len))
+        if mamba_alloc is not None and slot is not None and ins.mamba_exist:
+            mamba_alloc.free(slot)
+        cache.dec_lock_ref(node, lock.to_dec_params())
+        cache.check_hicache_events()
+        res.digest = (res.digest * 1_000_003 + dev_len * 7 + host_hit * 13 + loaded) % (1 << 61)
+        res.per_request.append((dev_len, host_hit, loaded))
+        if check_every and i % check_every == 0:
+            cache.sanity_check()
+    if queued:
+        cache.ready_to_load_host_cache()
+        cache.loading_check()
+    res.wall_s = (time.perf_counter_ns() - t0) / 1e9
+    if was:
+        gc.enable()
+    cache.sanity_check()
+    return res
+
+
+def pool_sizes(
+    reqs: list[Request], unique: int, host_ratio: float = 12.0, floor_requests: int = 2
+) -> tuple[int, int]:
+    """(device tokens, max context) as the harness sizes them: unique/host_ratio, floored.
+
+    The floor is `floor_requests` x the longest request (the harness uses 2:
+    one locked request plus its load-back); deferred acks need one more per
+    load-back kept in flight.
+    """
+    longest = max(len(t) for _, _, t in reqs)
+    return _align(max(int(unique / host_ratio), floor_requests * longest), 1), longest + 2
