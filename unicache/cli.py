@@ -8,6 +8,7 @@ its arguments to :func:`unicache.repl.main` untouched.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,9 @@ from pathlib import Path
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+MAX_SEED = 2**32 - 1
+MOONCAKE_BLOCK_TOKENS = 512
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -56,8 +60,26 @@ def _ratio(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    if not math.isfinite(value) or not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be a finite number > 0")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value} must be in 0..{MAX_SEED}")
+    return value
+
+
+def _block_tokens(text: str) -> int:
+    value = _positive(text)
+    if value > MOONCAKE_BLOCK_TOKENS:
+        raise argparse.ArgumentTypeError(f"{value} must be in 1..{MOONCAKE_BLOCK_TOKENS} "
+                                         f"(a Mooncake block holds {MOONCAKE_BLOCK_TOKENS} tokens)")
     return value
 
 
@@ -79,6 +101,8 @@ def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
                    help="host backup policy (default write_back)")
     g.add_argument("--load-back-threshold", type=_non_negative, default=0, metavar="N",
                    help="Full host tokens a load-back must move to be worth it (default 0, i.e. 1)")
+    g.add_argument("--memory-limit", type=_ratio, default=8.0, metavar="GiB",
+                   help="refuse a configuration whose cache pools would take more (default 8 GiB)")
 
 
 def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
@@ -88,7 +112,7 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
     g.add_argument("--faults", type=_csv, default=_csv(faults), metavar="LIST",
                    help=f"simulated faults: comma list of delay, reorder, duplicate, fail, or none "
                         f"(default {faults})")
-    g.add_argument("--seed", type=int, default=0, help="seed of the simulated engine and reference model")
+    g.add_argument("--seed", type=_seed, default=0, help="seed of the simulated engine and reference model")
 
 
 def _add_delay_options(p: argparse.ArgumentParser) -> None:
@@ -113,7 +137,7 @@ def _build_parser() -> argparse.ArgumentParser:
                         "(Mooncake hash_ids or explicit tokens, optionally .gz)")
     g.add_argument("--requests", type=_positive, default=1000, metavar="N", help="requests to replay (default 1000)")
     g.add_argument("--start", type=_non_negative, default=0, metavar="K", help="skip the first K requests")
-    g.add_argument("--tokens-per-block", type=_positive, default=None, metavar="B",
+    g.add_argument("--tokens-per-block", type=_block_tokens, default=None, metavar="B",
                    help="tokens per 512-token Mooncake block (scale; default 512, the real size)")
     _add_cache_options(rp, components="full,mamba")
     _add_transfer_options(rp, faults="delay,reorder")

@@ -10,7 +10,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from unicache.engine.replay import DEFAULT_TOKENS_PER_BLOCK, ReplayOptionError, ReplayOptions, run_replay
+from unicache.engine.interrupt import EXIT_INTERRUPTED, stop_on_signals
+from unicache.engine.outputs import OutputPathError, check_output_dir, check_output_file
+from unicache.engine.replay import (
+    DEFAULT_TOKENS_PER_BLOCK,
+    ReplayOptionError,
+    ReplayOptions,
+    cache_config,
+    load_replay_trace,
+    run_replay,
+)
 from unicache.engine.report import healthy, render_report, write_report
 from unicache.engine.scheduler import Scheduler
 from unicache.engine.timeline import Timeline
@@ -55,34 +64,64 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
         verify=not args.no_verify,
         check_every=args.check_every,
         crash_dir=args.crash_dir,
+        memory_limit_gib=args.memory_limit,
     )
+
+
+def _usage(err: Console, command: str, exc: BaseException) -> int:
+    err.print(f"[bold red]unicache {command}:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+    return EXIT_USAGE
+
+
+def check_replay_outputs(args: argparse.Namespace) -> None:
+    """Refuse unwritable --report, --plot, --crash-dir before the run (OutputPathError)."""
+    if args.report is not None:
+        check_output_file(args.report, "--report")
+    if args.plot is not None:
+        check_output_file(args.plot, "--plot")
+        check_plot_format(args.plot)
+    check_output_dir(args.crash_dir, "--crash-dir")
+
+
+def check_plot_format(path: Path) -> None:
+    """Refuse a --plot suffix matplotlib cannot write (before the run, not after)."""
+    from matplotlib.figure import Figure
+
+    kinds = Figure().canvas.get_supported_filetypes()
+    suffix = path.suffix.lstrip(".").lower()
+    if suffix not in kinds:
+        raise OutputPathError(f"--plot {path}: unknown image format {suffix or '(no suffix)'!r} "
+                              f"(choose from {', '.join(sorted(kinds))})")
 
 
 def replay_command(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         opts = replay_options(args)
-    except (ReplayOptionError, FaultSpecError, ValueError) as exc:
-        err.print(f"[bold red]unicache replay:[/] {exc}")
-        return EXIT_USAGE
+        check_replay_outputs(args)
+        trace = load_replay_trace(opts)
+        cache_config(opts, trace)
+    except (ReplayOptionError, FaultSpecError, OutputPathError, TraceFormatError, FileNotFoundError,
+            ConfigError, CudaUnavailableError, ValueError) as exc:
+        return _usage(err, "replay", exc)
     timelines: list[Timeline] = []
     try:
-        if args.no_progress:
-            report = run_replay(opts, timeline_out=timelines)
-        else:
-            with Progress(TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(),
-                          TextColumn("requests · step {task.fields[step]} · loading {task.fields[loading]}"),
-                          TimeElapsedColumn(), console=err, transient=False) as bar:
-                task = bar.add_task("replay", total=opts.requests, step=0, loading=0)
+        with stop_on_signals() as stop:
+            if args.no_progress:
+                report = run_replay(opts, trace=trace, timeline_out=timelines, stop=stop)
+            else:
+                with Progress(TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(),
+                              TextColumn("requests · step {task.fields[step]} · loading {task.fields[loading]}"),
+                              TimeElapsedColumn(), console=err, transient=False) as bar:
+                    task = bar.add_task("replay", total=len(trace), step=0, loading=0)
 
-                def progress(sched: Scheduler) -> None:
-                    bar.update(task, completed=sched.stats.finished, total=sched.total,
-                               step=sched.step_no, loading=len(sched.loading))
+                    def progress(sched: Scheduler) -> None:
+                        bar.update(task, completed=sched.stats.finished, total=sched.total,
+                                   step=sched.step_no, loading=len(sched.loading))
 
-                report = run_replay(opts, progress=progress, timeline_out=timelines)
-    except (TraceFormatError, FileNotFoundError, ConfigError, CudaUnavailableError) as exc:
-        err.print(f"[bold red]unicache replay:[/] {exc}")
-        return EXIT_USAGE
+                    report = run_replay(opts, trace=trace, progress=progress, timeline_out=timelines, stop=stop)
+    except (ConfigError, CudaUnavailableError) as exc:
+        return _usage(err, "replay", exc)
     if args.report is not None:
         write_report(report, args.report)
     if args.plot is not None and timelines:
@@ -99,6 +138,9 @@ def replay_command(args: argparse.Namespace) -> int:
             print(f"plot: {args.plot}")
     if report.get("crash_dump"):
         print(f"unicache: crash dump written to {report['crash_dump']}", file=sys.stderr)
+    if report.get("interrupted"):
+        print(f"unicache replay: interrupted by {report.get('interrupted_by')}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_OK if healthy(report) else EXIT_FAILED
 
 
