@@ -19,6 +19,9 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 MAX_SEED = 2**32 - 1
 MOONCAKE_BLOCK_TOKENS = 512
+MAX_SEEDS = 10_000_000
+MAX_SIM_STEPS = 1_000_000
+MAX_SIM_PAGE_SIZE = 64
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -73,6 +76,25 @@ def _seed(text: str) -> int:
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"{value} must be in 0..{MAX_SEED}")
     return value
+
+
+def _bounded(text: str, limit: int, what: str) -> int:
+    value = _positive(text)
+    if value > limit:
+        raise argparse.ArgumentTypeError(f"{value} {what} is more than the bound of {limit}")
+    return value
+
+
+def _seed_count(text: str) -> int:
+    return _bounded(text, MAX_SEEDS, "seeds")
+
+
+def _steps(text: str) -> int:
+    return _bounded(text, MAX_SIM_STEPS, "steps")
+
+
+def _sim_page_size(text: str) -> int:
+    return _bounded(text, MAX_SIM_PAGE_SIZE, "tokens a page")
 
 
 def _block_tokens(text: str) -> int:
@@ -174,17 +196,26 @@ def _build_parser() -> argparse.ArgumentParser:
                         description="Run seeded simulations: small caches, synthetic multi-turn requests, every "
                                     "transfer fault, resets, aborts and forced evictions; the sanity check, "
                                     "ownership invariants and the whole-tree data oracle run after every step.")
-    sp.add_argument("--seeds", type=_positive, default=10, metavar="N", help="number of seeds (default 10)")
-    sp.add_argument("--first-seed", type=int, default=0, metavar="S", help="first seed (default 0)")
-    sp.add_argument("--seed", type=int, default=None, metavar="S", help="run exactly this one seed")
-    sp.add_argument("--steps", type=_positive, default=200, metavar="M", help="steps per seed (default 200)")
+    sp.add_argument("--seeds", type=_seed_count, default=10, metavar="N", help="number of seeds (default 10)")
+    sp.add_argument("--first-seed", type=_seed, default=0, metavar="S", help="first seed (default 0)")
+    sp.add_argument("--seed", type=_seed, default=None, metavar="S", help="run exactly this one seed")
+    sp.add_argument("--jobs", type=_positive, default=None, metavar="N",
+                    help="worker processes (default: one per core; 1 runs in this process)")
+    sp.add_argument("--minutes", type=_ratio, default=None, metavar="M",
+                    help="wall-time budget: start no seed after M minutes (default: none)")
+    sp.add_argument("--workload", choices=("multiturn", "mooncake"), default=None,
+                    help="synthetic multi-turn chats or mutated windows of the bundled Mooncake trace "
+                         "(default: alternate by seed)")
+    sp.add_argument("--report", type=Path, default=None, metavar="PATH.json",
+                    help="write every finished seed's result as JSON (also when interrupted)")
+    sp.add_argument("--steps", type=_steps, default=200, metavar="M", help="steps per seed (default 200)")
     sp.add_argument("--components", type=_csv, default=None, metavar="LIST",
                     help="comma list of full, swa, mamba (default: rotate Full, Full+Mamba, Full+SWA, "
                          "Full+SWA+Mamba by seed)")
     sp.add_argument("--faults", type=_csv, default=_csv("delay,reorder,duplicate,fail"), metavar="LIST",
                     help="simulated faults (default all)")
-    sp.add_argument("--page-size", type=_positive, default=None, metavar="N",
-                    help="page size (default: 1 or 2 by seed)")
+    sp.add_argument("--page-size", type=_sim_page_size, default=None, metavar="N",
+                    help=f"page size, at most {MAX_SIM_PAGE_SIZE} (default: 1 or 2 by seed)")
     sp.add_argument("--write-policy", choices=("write_back", "write_through"), default=None,
                     help="default: by seed")
     sp.add_argument("--chaos", type=_csv, default=_csv("reset,evict,evict_host,reclaim,backup,abort"),

@@ -15,10 +15,10 @@ from unicache.engine.simulate import (
     SimulationError,
     SimResult,
     run_scenario,
-    run_simulations,
     scenario_for,
     shrink,
 )
+from unicache.engine.sweep import run_sweep
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +57,11 @@ def test_same_seed_same_run() -> None:
 
 
 def test_injected_corruption_is_caught_dumped_shrunk_and_scripted(tmp_path: Path) -> None:
-    failures = run_simulations([1], SimulateOptions(steps=40, inject="corrupt"), crash_dir=tmp_path,
-                               progress=False)
-    (r,) = failures
-    assert isinstance(r.error, CorruptionError)
-    assert r.dump is not None and r.dump.exists()
-    dump = load_dump(str(r.dump))
+    sweep = run_sweep([1], SimulateOptions(steps=40, inject="corrupt"), crash_dir=tmp_path)
+    (r,) = sweep.failures
+    assert r.error_type == "CorruptionError"
+    assert r.dump is not None and Path(r.dump).exists()
+    dump = load_dump(r.dump)
     assert dump.seed == 1 and dump.error is not None and dump.error.type == "CorruptionError"
     assert "reproduce" in dump.extra
     assert r.shrunk is not None and r.shrunk.steps <= r.steps
@@ -70,7 +69,7 @@ def test_injected_corruption_is_caught_dumped_shrunk_and_scripted(tmp_path: Path
     again = run_scenario(r.shrunk)
     assert isinstance(again.error, CorruptionError)
     assert r.script is not None
-    text = r.script.read_text()
+    text = Path(r.script).read_text()
     assert text.startswith("# unicache simulate, seed 1")
     assert "\nnew --components" in text and text.rstrip().endswith("assert clean")
     assert r.shrunk.command() in text

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from unicache.engine.interrupt import EXIT_INTERRUPTED, stop_on_signals
-from unicache.engine.outputs import OutputPathError, check_output_dir, check_output_file
+from unicache.engine.outputs import OutputPathError, check_output_dir, check_output_file, write_atomic
 from unicache.engine.replay import (
     DEFAULT_TOKENS_PER_BLOCK,
     ReplayOptionError,
@@ -145,7 +145,8 @@ def replay_command(args: argparse.Namespace) -> int:
 
 
 def simulate_command(args: argparse.Namespace) -> int:
-    from unicache.engine.simulate import SimulateOptions, SimulationError, run_simulations
+    from unicache.engine.simulate import SimulateOptions, SimulationError
+    from unicache.engine.sweep import default_jobs, render_sweep, run_sweep, sweep_report_bytes
 
     err = Console(stderr=True)
     seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
@@ -153,11 +154,22 @@ def simulate_command(args: argparse.Namespace) -> int:
         opts = SimulateOptions(steps=args.steps, components=tuple(args.components) if args.components else None,
                                faults=tuple(f for f in args.faults if f != "none"), page_size=args.page_size,
                                write_policy=args.write_policy, inject=args.inject,
-                               chaos=tuple(c for c in args.chaos if c != "none"), keep=args.keep)
-    except (SimulationError, FaultSpecError, ValueError) as exc:
-        err.print(f"[bold red]unicache simulate:[/] {exc}")
-        return EXIT_USAGE
-    crash_dir: Path = args.crash_dir
-    failures = run_simulations(seeds, opts, crash_dir=crash_dir, shrink_failures=not args.no_shrink,
-                               progress=not args.no_progress, console=Console())
-    return EXIT_FAILED if failures else EXIT_OK
+                               chaos=tuple(c for c in args.chaos if c != "none"), keep=args.keep,
+                               workload=args.workload)
+        check_output_dir(args.crash_dir, "--crash-dir")
+        if args.report is not None:
+            check_output_file(args.report, "--report")
+    except (SimulationError, FaultSpecError, OutputPathError, ValueError) as exc:
+        return _usage(err, "simulate", exc)
+    jobs = min(args.jobs or default_jobs(), len(seeds))
+    with stop_on_signals() as stop:
+        result = run_sweep(seeds, opts, crash_dir=args.crash_dir, jobs=jobs, minutes=args.minutes,
+                           shrink_failures=not args.no_shrink, stop=stop, progress=not args.no_progress,
+                           console=err)
+    render_sweep(result, opts, Console())
+    if args.report is not None:
+        write_atomic(args.report, sweep_report_bytes(result))
+        print(f"report: {args.report}")
+    if result.stopped_by is not None:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if result.failures else EXIT_OK
