@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from unicache.engine.interrupt import stop_on_signals
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -260,13 +262,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    if args.command == "replay":
-        from unicache.engine.commands import replay_command
+    with stop_on_signals() as stop:
+        if args.command == "replay":
+            from unicache.engine.commands import replay_command
 
-        return replay_command(args)
-    from unicache.engine.commands import simulate_command
+            return replay_command(args, stop)
+        from unicache.engine.commands import simulate_command
 
-    return simulate_command(args)
+        return simulate_command(args, stop)
 
 
 if __name__ == "__main__":

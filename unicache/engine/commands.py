@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from unicache.engine.interrupt import EXIT_INTERRUPTED, stop_on_signals
+from unicache.engine.interrupt import EXIT_INTERRUPTED, StopFlag
 from unicache.engine.outputs import OutputPathError, check_output_dir, check_output_file, write_atomic
 from unicache.engine.replay import (
     DEFAULT_TOKENS_PER_BLOCK,
@@ -94,7 +94,8 @@ def check_plot_format(path: Path) -> None:
                               f"(choose from {', '.join(sorted(kinds))})")
 
 
-def replay_command(args: argparse.Namespace) -> int:
+def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> int:
+    """`unicache replay`; ``stop`` (set by SIGINT/SIGTERM) ends the run early with exit 130."""
     err = Console(stderr=True)
     try:
         opts = replay_options(args)
@@ -105,21 +106,21 @@ def replay_command(args: argparse.Namespace) -> int:
             ConfigError, CudaUnavailableError, ValueError) as exc:
         return _usage(err, "replay", exc)
     timelines: list[Timeline] = []
+    stop = stop if stop is not None else StopFlag()
     try:
-        with stop_on_signals() as stop:
-            if args.no_progress:
-                report = run_replay(opts, trace=trace, timeline_out=timelines, stop=stop)
-            else:
-                with Progress(TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(),
-                              TextColumn("requests · step {task.fields[step]} · loading {task.fields[loading]}"),
-                              TimeElapsedColumn(), console=err, transient=False) as bar:
-                    task = bar.add_task("replay", total=len(trace), step=0, loading=0)
+        if args.no_progress:
+            report = run_replay(opts, trace=trace, timeline_out=timelines, stop=stop)
+        else:
+            with Progress(TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("requests · step {task.fields[step]} · loading {task.fields[loading]}"),
+                          TimeElapsedColumn(), console=err, transient=False) as bar:
+                task = bar.add_task("replay", total=len(trace), step=0, loading=0)
 
-                    def progress(sched: Scheduler) -> None:
-                        bar.update(task, completed=sched.stats.finished, total=sched.total,
-                                   step=sched.step_no, loading=len(sched.loading))
+                def progress(sched: Scheduler) -> None:
+                    bar.update(task, completed=sched.stats.finished, total=sched.total,
+                               step=sched.step_no, loading=len(sched.loading))
 
-                    report = run_replay(opts, trace=trace, progress=progress, timeline_out=timelines, stop=stop)
+                report = run_replay(opts, trace=trace, progress=progress, timeline_out=timelines, stop=stop)
     except (ConfigError, CudaUnavailableError) as exc:
         return _usage(err, "replay", exc)
     if args.report is not None:
@@ -144,7 +145,8 @@ def replay_command(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy(report) else EXIT_FAILED
 
 
-def simulate_command(args: argparse.Namespace) -> int:
+def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None) -> int:
+    """`unicache simulate`; ``stop`` (set by SIGINT/SIGTERM) reports the finished seeds, exit 130."""
     from unicache.engine.simulate import SimulateOptions, SimulationError
     from unicache.engine.sweep import default_jobs, render_sweep, run_sweep, sweep_report_bytes
 
@@ -162,10 +164,9 @@ def simulate_command(args: argparse.Namespace) -> int:
     except (SimulationError, FaultSpecError, OutputPathError, ValueError) as exc:
         return _usage(err, "simulate", exc)
     jobs = min(args.jobs or default_jobs(), len(seeds))
-    with stop_on_signals() as stop:
-        result = run_sweep(seeds, opts, crash_dir=args.crash_dir, jobs=jobs, minutes=args.minutes,
-                           shrink_failures=not args.no_shrink, stop=stop, progress=not args.no_progress,
-                           console=err)
+    result = run_sweep(seeds, opts, crash_dir=args.crash_dir, jobs=jobs, minutes=args.minutes,
+                       shrink_failures=not args.no_shrink, stop=stop if stop is not None else StopFlag(),
+                       progress=not args.no_progress, console=err)
     render_sweep(result, opts, Console())
     if args.report is not None:
         write_atomic(args.report, sweep_report_bytes(result))

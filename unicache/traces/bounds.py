@@ -82,9 +82,9 @@ class TokenBudget:
 
     __slots__ = ("used", "limit")
 
-    def __init__(self, limit: int = MAX_TRACE_TOKENS) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.used = 0
-        self.limit = limit
+        self.limit = MAX_TRACE_TOKENS if limit is None else limit
 
     def take(self, n: int, where: str) -> None:
         self.used += n
