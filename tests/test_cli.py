@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from unicache.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from unicache.engine.report import REQUIRED_KEYS
@@ -201,3 +203,42 @@ def test_a_mooncake_file_gets_the_bundled_defaults(tmp_path: Path) -> None:
     tokens.write_text('{"tokens": [1, 2, 3]}\n')
     opts = replay_options(_build_parser().parse_args(["replay", "--trace", str(tokens)]))
     assert opts.cache_chunk_tokens() is None and opts.decode_tokens_per_step() == 4
+
+
+_REPLAY_OPTIONS = ["--requests", "--start", "--tokens-per-block", "--page-size", "--device-tokens",
+                   "--hicache-ratio", "--mamba-slots", "--swa-window", "--load-back-threshold", "--memory-limit",
+                   "--seed", "--mean-delay", "--max-delay", "--max-running", "--decode-per-step", "--cache-chunk",
+                   "--check-every", "--history", "--components", "--faults", "--trace", "--transfer"]
+_SIMULATE_OPTIONS = ["--seeds", "--first-seed", "--seed", "--steps", "--page-size", "--components", "--faults",
+                     "--chaos", "--keep", "--jobs", "--minutes", "--workload", "--write-policy"]
+_values = st.one_of(
+    st.integers(-2**70, 2**70).map(str),
+    st.sampled_from(["0", "1", "2", "3", "-1", "1e-9", "1e300", "nan", "inf", "-inf", "0.5", "true", "",
+                     "full", "full,swa", "swa", "none", "delay,fail", "mooncake", "multiturn:1", "multiturn:x",
+                     "immediate", "simulated", "1,2,x", "/dev/null", "/nonexistent", "\x00", "512", "513"]),
+    st.text(max_size=6),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["replay", "simulate"]), data=st.data())
+def test_fuzzed_cli_values_never_give_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  command: str, data: st.DataObject) -> None:
+    if command == "replay":
+        base = ["replay", "--requests", "3", "--tokens-per-block", "2", "--transfer", "immediate", "--no-progress"]
+        names = _REPLAY_OPTIONS
+    else:
+        base = ["simulate", "--seeds", "1", "--steps", "3", "--jobs", "1", "--no-progress", "--no-shrink"]
+        names = _SIMULATE_OPTIONS
+    fuzzed = data.draw(st.lists(st.tuples(st.sampled_from(names), _values), min_size=1, max_size=2))
+    argv = [*base, "--crash-dir", str(tmp_path / "crash")]
+    for name, value in fuzzed:
+        argv += [name, value]
+    try:
+        status = main(argv)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else -1
+        assert status == EXIT_USAGE, argv
+    assert status in (EXIT_OK, EXIT_FAILED, EXIT_USAGE), argv
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, (argv, err)
