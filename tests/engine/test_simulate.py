@@ -108,3 +108,43 @@ def test_options_validation() -> None:
 def test_many_more_seeds(seed: int) -> None:
     result = run_scenario(scenario_for(seed, SimulateOptions(steps=300)))
     assert result.ok, f"{scenario_for(seed, SimulateOptions(steps=300)).command()}: {result.error}"
+
+
+def test_parallel_sweep_is_the_serial_sweep(tmp_path: Path) -> None:
+    opts = SimulateOptions(steps=20)
+    serial = run_sweep(list(range(8, 12)), opts, crash_dir=tmp_path, jobs=1)
+    parallel = run_sweep(list(range(8, 12)), opts, crash_dir=tmp_path, jobs=2)
+    assert [o.scenario.seed for o in parallel.outcomes] == [8, 9, 10, 11]
+    assert [o.stats for o in parallel.outcomes] == [o.stats for o in serial.outcomes]
+    assert not parallel.failures and parallel.executed_steps == serial.executed_steps > 0
+    summary = parallel.to_json()
+    assert summary["seeds_finished"] == 4 and summary["jobs"] == 2
+    assert isinstance(summary["seed_steps_per_minute"], float) and summary["seed_steps_per_minute"] > 0
+
+
+def test_wall_time_budget_starts_no_more_seeds(tmp_path: Path) -> None:
+    result = run_sweep(list(range(1000)), SimulateOptions(steps=5), crash_dir=tmp_path, jobs=1, minutes=1e-9)
+    assert result.out_of_time and result.outcomes == [] and result.requested == 1000
+
+
+@pytest.mark.parametrize("workload", ["multiturn", "mooncake"])
+def test_workloads_last_until_the_step_limit(workload: str) -> None:
+    steps = 200
+    runs = [run_scenario(scenario_for(seed, SimulateOptions(steps=steps, workload=workload))) for seed in (0, 1)]
+    for r in runs:
+        assert r.ok, f"{r.scenario.command()}: {r.error}"
+        assert r.scenario.workload == workload
+        assert r.steps == steps, r.scenario.command()
+        requests, admitted = r.stats["requests"], r.stats["admitted"]
+        assert isinstance(requests, int) and isinstance(admitted, int) and admitted < requests
+
+
+def test_mooncake_workload_is_a_mutated_real_window() -> None:
+    from unicache.engine.workloads import build_workload
+
+    a, b = build_workload("mooncake", 3, 2), build_workload("mooncake", 4, 2)
+    again = build_workload("mooncake", 3, 2)
+    assert [r.tokens for r in a.requests] == [r.tokens for r in again.requests]
+    assert a.requests[0].tokens != b.requests[0].tokens
+    assert a.unique_tokens() < a.input_tokens  # the real trace's prefix sharing survives
+    assert "mooncake-window(seed=3" in a.name

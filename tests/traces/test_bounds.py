@@ -148,3 +148,9 @@ def test_fuzzed_trace_lines_load_or_are_refused(tmp_path: Path, first: str, reco
 
 def _load_trace(path: Path) -> list[object]:
     return list(load_trace(TraceSpec(str(path), tokens_per_block=8)).requests)
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "/"])
+def test_a_trace_must_be_a_regular_file(source: str) -> None:
+    with pytest.raises(TraceFormatError, match="not a regular file"):
+        load_trace(TraceSpec(source))

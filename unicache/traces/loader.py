@@ -69,6 +69,8 @@ def trace_format(source: str) -> str:
 
 def _existing(source: str) -> Path:
     path = Path(source)
+    if path.exists() and not path.is_file():
+        raise TraceFormatError(f"trace {path} is not a regular file")
     if not path.is_file():
         raise FileNotFoundError(f"trace file {path} does not exist")
     return path
