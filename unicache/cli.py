@@ -262,14 +262,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    with stop_on_signals() as stop:
-        if args.command == "replay":
-            from unicache.engine.commands import replay_command
+    try:
+        with stop_on_signals() as stop:
+            if args.command == "replay":
+                from unicache.engine.commands import replay_command
 
-            return replay_command(args, stop)
-        from unicache.engine.commands import simulate_command
+                return replay_command(args, stop)
+            from unicache.engine.commands import simulate_command
 
-        return simulate_command(args, stop)
+            return simulate_command(args, stop)
+    except KeyboardInterrupt:
+        print(f"unicache {args.command}: interrupted twice, stopped at once (nothing written)", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
 def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None) -> int:
     """`unicache simulate`; ``stop`` (set by SIGINT/SIGTERM) reports the finished seeds, exit 130."""
     from unicache.engine.simulate import SimulateOptions, SimulationError
-    from unicache.engine.sweep import default_jobs, render_sweep, run_sweep, sweep_report_bytes
+    from unicache.engine.sweep import WorkerDiedError, default_jobs, render_sweep, run_sweep, sweep_report_bytes
 
     err = Console(stderr=True)
     seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
@@ -164,10 +164,17 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None) -> 
     except (SimulationError, FaultSpecError, OutputPathError, ValueError) as exc:
         return _usage(err, "simulate", exc)
     jobs = min(args.jobs or default_jobs(), len(seeds))
-    result = run_sweep(seeds, opts, crash_dir=args.crash_dir, jobs=jobs, minutes=args.minutes,
-                       shrink_failures=not args.no_shrink, stop=stop if stop is not None else StopFlag(),
-                       progress=not args.no_progress, console=err)
-    render_sweep(result, opts, Console())
+    try:
+        result = run_sweep(seeds, opts, crash_dir=args.crash_dir, jobs=jobs, minutes=args.minutes,
+                           shrink_failures=not args.no_shrink, stop=stop if stop is not None else StopFlag(),
+                           progress=not args.no_progress, console=err)
+    except WorkerDiedError as exc:
+        err.print(f"[bold red]unicache simulate:[/] {exc}")
+        return EXIT_FAILED
+    out = Console()
+    if not out.is_terminal:
+        out.width = max(out.width, 140)
+    render_sweep(result, opts, out)
     if args.report is not None:
         write_atomic(args.report, sweep_report_bytes(result))
         print(f"report: {args.report}")

@@ -33,6 +33,10 @@ class SweepStopped(BaseException):
     """Raised inside an in-process seed when a stop signal arrived (the seed is dropped)."""
 
 
+class WorkerDiedError(RuntimeError):
+    """A worker process ended without a result (killed from outside, or out of memory)."""
+
+
 @dataclass(slots=True)
 class SeedOutcome:
     """What one finished seed reports (plain data, so it crosses process boundaries)."""
@@ -50,6 +54,12 @@ class SeedOutcome:
     @property
     def ok(self) -> bool:
         return self.error_type is None
+
+    @property
+    def executed_steps(self) -> int:
+        """Scheduler steps the seed ran (its end-of-run drain included)."""
+        steps = self.stats.get("steps", 0)
+        return steps if isinstance(steps, int) else 0
 
     def to_json(self) -> dict[str, object]:
         return {"seed": self.scenario.seed, "scenario": self.scenario.describe(), "ok": self.ok,
@@ -76,7 +86,7 @@ class SweepResult:
 
     @property
     def executed_steps(self) -> int:
-        return sum(int(str(o.stats.get("steps", 0))) for o in self.outcomes)
+        return sum(o.executed_steps for o in self.outcomes)
 
     def steps_per_minute(self) -> float:
         """Seeds x executed steps per wall minute, over every process."""
@@ -185,7 +195,14 @@ def _run_parallel(seeds: list[int], opts: SimulateOptions, crash_dir: Path, shri
                 break
             done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
             for fut in done:
-                yield fut.result()
+                try:
+                    outcome = fut.result()
+                except BrokenProcessPool:
+                    if stop:
+                        return
+                    raise WorkerDiedError("a simulate worker process died without a result (killed from "
+                                          "outside or out of memory); rerun with --jobs 1 to see the seed") from None
+                yield outcome
     finally:
         if stop:
             for child in multiprocessing.active_children():
