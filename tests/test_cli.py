@@ -131,6 +131,7 @@ def test_bad_values_refused_before_the_run(argv: list[str], message: str, tmp_pa
 
 @pytest.mark.parametrize("argv", [
     ["replay", "--tokens-per-block", "1000"], ["replay", "--hicache-ratio", "nan"],
+    ["replay", "--memory-limit", "1e300"], ["replay", "--history", "100000000000000000000"],
     ["replay", "--hicache-ratio", "inf"], ["replay", "--seed", "-1"], ["replay", "--memory-limit", "0"],
     ["simulate", "--page-size", "65"], ["simulate", "--seeds", "100000000000"], ["simulate", "--jobs", "0"],
     ["simulate", "--minutes", "-1"], ["simulate", "--workload", "lottery"],
@@ -220,7 +221,7 @@ _values = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from(["replay", "simulate"]), data=st.data())
 def test_fuzzed_cli_values_never_give_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   command: str, data: st.DataObject) -> None:
@@ -242,3 +243,12 @@ def test_fuzzed_cli_values_never_give_a_traceback(tmp_path: Path, capsys: pytest
     assert status in (EXIT_OK, EXIT_FAILED, EXIT_USAGE), argv
     err = capsys.readouterr().err
     assert "Traceback" not in err, (argv, err)
+
+
+def test_parser_bounds_are_the_engine_bounds() -> None:
+    import unicache.cli as cli
+    from unicache.engine import budget
+    from unicache.traces.mooncake import MOONCAKE_BLOCK_TOKENS
+
+    assert cli.MAX_HISTORY == budget.MAX_HISTORY and cli.MAX_MEMORY_LIMIT_GIB == budget.MAX_MEMORY_LIMIT_GIB
+    assert cli.MOONCAKE_BLOCK_TOKENS == MOONCAKE_BLOCK_TOKENS

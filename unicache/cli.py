@@ -24,6 +24,8 @@ MOONCAKE_BLOCK_TOKENS = 512
 MAX_SEEDS = 10_000_000
 MAX_SIM_STEPS = 1_000_000
 MAX_SIM_PAGE_SIZE = 64
+MAX_HISTORY = 1 << 24
+MAX_MEMORY_LIMIT_GIB = 1 << 20
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -87,6 +89,20 @@ def _bounded(text: str, limit: int, what: str) -> int:
     return value
 
 
+def _history(text: str) -> int:
+    value = _non_negative(text)
+    if value > MAX_HISTORY:
+        raise argparse.ArgumentTypeError(f"{value} entries is more than the bound of {MAX_HISTORY}")
+    return value
+
+
+def _memory_limit(text: str) -> float:
+    value = _ratio(text)
+    if value > MAX_MEMORY_LIMIT_GIB:
+        raise argparse.ArgumentTypeError(f"{value} GiB is more than the bound of {MAX_MEMORY_LIMIT_GIB} GiB")
+    return value
+
+
 def _seed_count(text: str) -> int:
     return _bounded(text, MAX_SEEDS, "seeds")
 
@@ -125,7 +141,7 @@ def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
                    help="host backup policy (default write_back)")
     g.add_argument("--load-back-threshold", type=_non_negative, default=0, metavar="N",
                    help="Full host tokens a load-back must move to be worth it (default 0, i.e. 1)")
-    g.add_argument("--memory-limit", type=_ratio, default=8.0, metavar="GiB",
+    g.add_argument("--memory-limit", type=_memory_limit, default=8.0, metavar="GiB",
                    help="refuse a configuration whose cache pools would take more (default 8 GiB)")
 
 
@@ -184,7 +200,7 @@ def _build_parser() -> argparse.ArgumentParser:
     g = rp.add_argument_group("leases")
     g.add_argument("--strict", action="store_true", help="strict lease ledger (a leak raises)")
     g.add_argument("--debug", action="store_true", help="record acquisition sites of leases")
-    g.add_argument("--history", type=_non_negative, default=1024, metavar="N", help="flight-recorder size")
+    g.add_argument("--history", type=_history, default=1024, metavar="N", help="flight-recorder size")
     g = rp.add_argument_group("output")
     g.add_argument("--report", type=Path, default=None, metavar="PATH.json", help="write the JSON report")
     g.add_argument("--plot", type=Path, default=None, metavar="PATH.png",

@@ -14,6 +14,9 @@ from unicache.components.markers import Mamba
 from unicache.config import CacheConfig
 
 DEFAULT_MEMORY_LIMIT_GIB = 8.0
+MAX_MEMORY_LIMIT_GIB = 1 << 20
+MAX_HISTORY = 1 << 24
+"""Flight-recorder entries a replay may keep (``--history``)."""
 SLOT_BOOKKEEPING_BYTES = 48
 """Allocator bytes per page or slot (free-stack entry, int object, used flags), rounded up."""
 

@@ -23,7 +23,14 @@ import torch
 
 from unicache.cache import UniCache
 from unicache.config import CacheConfig, WritePolicy
-from unicache.engine.budget import DEFAULT_MEMORY_LIMIT_GIB, GIB, cache_bytes, describe_bytes
+from unicache.engine.budget import (
+    DEFAULT_MEMORY_LIMIT_GIB,
+    GIB,
+    MAX_HISTORY,
+    MAX_MEMORY_LIMIT_GIB,
+    cache_bytes,
+    describe_bytes,
+)
 from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump
 from unicache.engine.errors import CorruptionError
@@ -101,8 +108,11 @@ class ReplayOptions:
         if not 1 <= self.tokens_per_block <= MOONCAKE_BLOCK_TOKENS:
             raise ReplayOptionError(f"--tokens-per-block must be in 1..{MOONCAKE_BLOCK_TOKENS}, "
                                     f"got {self.tokens_per_block}")
-        if not math.isfinite(self.memory_limit_gib) or self.memory_limit_gib <= 0:
-            raise ReplayOptionError(f"--memory-limit must be a finite number > 0, got {self.memory_limit_gib}")
+        if not 0 < self.memory_limit_gib <= MAX_MEMORY_LIMIT_GIB:
+            raise ReplayOptionError(f"--memory-limit must be in (0, {MAX_MEMORY_LIMIT_GIB}] GiB, "
+                                    f"got {self.memory_limit_gib}")
+        if not 0 <= self.history <= MAX_HISTORY:
+            raise ReplayOptionError(f"--history must be in 0..{MAX_HISTORY}, got {self.history}")
         self.fault_spec()
         resolve_transfer(self.transfer)
 
