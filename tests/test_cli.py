@@ -120,6 +120,7 @@ def _one_clean_line(err: str) -> None:
      "would allocate"),
     (["replay", "--mamba-slots", "100000000000", "--requests", "5", "--tokens-per-block", "4"], "would allocate"),
     (["replay", "--start", "99999", "--requests", "5", "--tokens-per-block", "4"], "holds none"),
+    (["replay", "--trace", "[/]nope[bold].jsonl"], "[/]nope[bold].jsonl does not exist"),
 ])
 def test_bad_values_refused_before_the_run(argv: list[str], message: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from unicache.engine.interrupt import EXIT_INTERRUPTED, StopFlag
@@ -69,7 +70,7 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
 
 
 def _usage(err: Console, command: str, exc: BaseException) -> int:
-    err.print(f"[bold red]unicache {command}:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+    err.print(f"[bold red]unicache {command}:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     return EXIT_USAGE
 
 
@@ -169,7 +170,7 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None) -> 
                            shrink_failures=not args.no_shrink, stop=stop if stop is not None else StopFlag(),
                            progress=not args.no_progress, console=err)
     except WorkerDiedError as exc:
-        err.print(f"[bold red]unicache simulate:[/] {exc}")
+        err.print(f"[bold red]unicache simulate:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_FAILED
     out = Console()
     if not out.is_terminal:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from unicache.engine.outputs import write_atomic
@@ -95,7 +96,7 @@ def render_report(report: Report, console: Console) -> None:
                       f"{report.get('steps')} steps: the figures cover the requests finished so far")
     error = report.get("error")
     if error:
-        console.print(f"[bold red]error:[/] {error}")
+        console.print(f"[bold red]error:[/] {escape(str(error))}")
     dump = report.get("crash_dump")
     if dump:
         console.print(f"crash dump: {dump}  (open it with: unicache repl --dump {dump})")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -235,7 +236,8 @@ def render_sweep(result: SweepResult, opts: SimulateOptions, console: Console) -
         console.print(table)
     for r in result.failures:
         sc = r.scenario
-        console.print(f"[bold red]seed {sc.seed} failed at step {r.steps}:[/] {r.error_type}: {r.error}",
+        message = escape(r.error or "")
+        console.print(f"[bold red]seed {sc.seed} failed at step {r.steps}:[/] {r.error_type}: {message}",
                       highlight=False)
         console.print(f"  reproduce: {sc.command()}", highlight=False)
         if r.dump is not None:
