@@ -240,7 +240,8 @@ def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True) ->
     cache = UniCache(config, engine)
     chunk = opts.cache_chunk_tokens()
     engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_tokens_per_step(),
-                              cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data, verify=opts.verify, check_every=opts.check_every)
+                              cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data,
+                              verify=opts.verify, check_every=opts.check_every)
     return Scheduler(cache, trace.requests, model=reference_for(config, opts.seed), config=engine_cfg,
                      timeline=Timeline() if timeline else None)
 
