@@ -66,7 +66,7 @@ def mooncake_workload(rng: random.Random, seed: int, page_size: int) -> Trace:
     fork_rate = rng.choice((0.0, 0.1, 0.2))
     out_scale = rng.choice((0.0, 0.5, 1.0))
     fresh = 0
-    requests: list[TraceRequest] = []
+    shapes: list[tuple[list[int], int, int]] = []
     for hash_ids, input_length, output_length in records[start:start + count]:
         ids = [(h * 2654435761 ^ salt) & _ID_MASK for h in hash_ids]
         blocks = len(ids)
@@ -78,9 +78,15 @@ def mooncake_workload(rng: random.Random, seed: int, page_size: int) -> Trace:
             fresh += 1
             ids[-1] = (salt ^ (fresh << 40) ^ 0x5EED) & _ID_MASK
         n = math.ceil(min(input_length, blocks * MOONCAKE_BLOCK_TOKENS) * tpb / MOONCAKE_BLOCK_TOKENS)
-        toks = block_tokens(ids, tpb)[:n]
         output = min(8, math.ceil(output_length * out_scale * tpb / MOONCAKE_BLOCK_TOKENS))
-        requests.append(TraceRequest(rid=len(requests), tokens=array("q", toks.tolist()), output_tokens=output))
+        shapes.append((ids, n, output))
+    flat = block_tokens([i for ids, _, _ in shapes for i in ids], tpb).tolist()
+    requests: list[TraceRequest] = []
+    offset = 0
+    for ids, n, output in shapes:
+        requests.append(TraceRequest(rid=len(requests), tokens=array("q", flat[offset:offset + n]),
+                                     output_tokens=output))
+        offset += len(ids) * tpb
     name = f"mooncake-window(seed={seed}, start={start}, n={count}, {tpb} tokens/block)"
     return Trace(name, requests, source="synthetic:bundled-mooncake")
 
