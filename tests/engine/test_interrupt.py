@@ -54,3 +54,15 @@ def test_simulate_interrupted_keeps_finished_seeds(tmp_path: Path, jobs: int) ->
     assert data["interrupted"] is True and data["seeds_requested"] == 100000
     assert 1 <= data["seeds_finished"] < 100000 and data["failures"] == 0
     assert all(seed["ok"] for seed in data["seeds"])
+
+
+def test_a_second_signal_stops_at_once_without_a_traceback(tmp_path: Path) -> None:
+    proc = _start(["replay", "--requests", "3000", "--tokens-per-block", "32", "--no-progress",
+                   "--crash-dir", str(tmp_path / "crash")], tmp_path)
+    time.sleep(8)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert "Traceback" not in err + out and "interrupted" in err
