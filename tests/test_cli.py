@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from unicache.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from unicache.engine.report import REQUIRED_KEYS
@@ -104,3 +107,149 @@ def test_repl_arguments_are_handed_over(tmp_path: Path, capsys: pytest.CaptureFi
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [d["cmd"] for d in lines] == ["new", "insert", "match"]
     assert lines[-1]["device_len"] == 8
+
+
+def _one_clean_line(err: str) -> None:
+    assert "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["replay", "--hicache-ratio", "1e-9", "--requests", "20", "--tokens-per-block", "4"], "would allocate"),
+    (["replay", "--device-tokens", "1000000000000", "--requests", "5", "--tokens-per-block", "4"],
+     "would allocate"),
+    (["replay", "--mamba-slots", "100000000000", "--requests", "5", "--tokens-per-block", "4"], "would allocate"),
+    (["replay", "--start", "99999", "--requests", "5", "--tokens-per-block", "4"], "holds none"),
+    (["replay", "--trace", "[/]nope[bold].jsonl"], "[/]nope[bold].jsonl does not exist"),
+])
+def test_bad_values_refused_before_the_run(argv: list[str], message: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--no-progress", "--crash-dir", str(tmp_path / "crash")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    _one_clean_line(err)
+    assert message in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "--tokens-per-block", "1000"], ["replay", "--hicache-ratio", "nan"],
+    ["replay", "--memory-limit", "1e300"], ["replay", "--history", "100000000000000000000"],
+    ["replay", "--hicache-ratio", "inf"], ["replay", "--seed", "-1"], ["replay", "--memory-limit", "0"],
+    ["simulate", "--page-size", "65"], ["simulate", "--seeds", "100000000000"], ["simulate", "--jobs", "0"],
+    ["simulate", "--minutes", "-1"], ["simulate", "--workload", "lottery"],
+])
+def test_argparse_refuses_out_of_range_values(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" in err
+
+
+def _unwritable_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    a_dir = tmp_path / "dir"
+    a_dir.mkdir()
+    return [
+        (["--report", str(a_dir)], "is a directory"),
+        (["--report", str(a_file / "r.json")], "is not a directory"),
+        (["--plot", str(a_dir)], "is a directory"),
+        (["--plot", str(tmp_path / "run.xyz")], "unknown image format"),
+        (["--crash-dir", str(a_file)], "is not a directory"),
+        (["--crash-dir", str(a_file / "sub")], "is not a directory"),
+    ]
+
+
+def test_unwritable_outputs_are_refused_before_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for extra, message in _unwritable_cases(tmp_path):
+        argv = ["replay", "--requests", "5", "--tokens-per-block", "4", "--no-progress",
+                "--crash-dir", str(tmp_path / "crash"), *extra]
+        assert main(argv) == EXIT_USAGE, extra
+        captured = capsys.readouterr()
+        _one_clean_line(captured.err)
+        assert message in captured.err and captured.out == "", extra
+    simulate = ["simulate", "--seeds", "1", "--steps", "2", "--no-progress"]
+    assert main([*simulate, "--crash-dir", str(tmp_path / "file.txt")]) == EXIT_USAGE
+    assert main([*simulate, "--report", str(tmp_path / "dir"), "--crash-dir", str(tmp_path)]) == EXIT_USAGE
+    assert not (tmp_path / "crash").exists()
+
+
+def test_report_is_written_atomically(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    report.write_text("old")
+    assert main(["replay", "--requests", "10", "--tokens-per-block", "4", "--no-progress", "--report", str(report),
+                 "--crash-dir", str(tmp_path / "crash")]) == EXIT_OK
+    assert json.loads(report.read_text())["requests"] == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_a_mooncake_file_gets_the_bundled_defaults(tmp_path: Path) -> None:
+    from unicache.cli import _build_parser
+    from unicache.engine.commands import replay_options
+    from unicache.traces.mooncake import open_bundled_mooncake
+
+    path = tmp_path / "mc.jsonl"
+    with open_bundled_mooncake() as stream:
+        path.write_bytes(b"".join(stream.readline() for _ in range(40)))
+    bundled = replay_options(_build_parser().parse_args(["replay", "--tokens-per-block", "16"]))
+    as_file = replay_options(_build_parser().parse_args(["replay", "--tokens-per-block", "16", "--trace", str(path)]))
+    assert as_file.trace_format() == bundled.trace_format() == "mooncake"
+    assert as_file.decode_tokens_per_step() == bundled.decode_tokens_per_step() == 4
+    assert as_file.cache_chunk_tokens() == bundled.cache_chunk_tokens() == 16
+    from unicache.engine.replay import build_replay, load_replay_trace
+
+    a = build_replay(as_file, load_replay_trace(as_file), timeline=False)
+    b = build_replay(bundled, load_replay_trace(replace(bundled, requests=40)), timeline=False)
+    assert a.config == b.config
+    tokens = tmp_path / "tok.jsonl"
+    tokens.write_text('{"tokens": [1, 2, 3]}\n')
+    opts = replay_options(_build_parser().parse_args(["replay", "--trace", str(tokens)]))
+    assert opts.cache_chunk_tokens() is None and opts.decode_tokens_per_step() == 4
+
+
+_REPLAY_OPTIONS = ["--requests", "--start", "--tokens-per-block", "--page-size", "--device-tokens",
+                   "--hicache-ratio", "--mamba-slots", "--swa-window", "--load-back-threshold", "--memory-limit",
+                   "--seed", "--mean-delay", "--max-delay", "--max-running", "--decode-per-step", "--cache-chunk",
+                   "--check-every", "--history", "--components", "--faults", "--trace", "--transfer"]
+_SIMULATE_OPTIONS = ["--seeds", "--first-seed", "--seed", "--steps", "--page-size", "--components", "--faults",
+                     "--chaos", "--keep", "--jobs", "--minutes", "--workload", "--write-policy"]
+_values = st.one_of(
+    st.integers(-2**70, 2**70).map(str),
+    st.sampled_from(["0", "1", "2", "3", "-1", "1e-9", "1e300", "nan", "inf", "-inf", "0.5", "true", "",
+                     "full", "full,swa", "swa", "none", "delay,fail", "mooncake", "multiturn:1", "multiturn:x",
+                     "immediate", "simulated", "1,2,x", "/dev/null", "/nonexistent", "\x00", "512", "513"]),
+    st.text(max_size=6),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["replay", "simulate"]), data=st.data())
+def test_fuzzed_cli_values_never_give_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  command: str, data: st.DataObject) -> None:
+    if command == "replay":
+        base = ["replay", "--requests", "3", "--tokens-per-block", "2", "--transfer", "immediate", "--no-progress"]
+        names = _REPLAY_OPTIONS
+    else:
+        base = ["simulate", "--seeds", "1", "--steps", "3", "--jobs", "1", "--no-progress", "--no-shrink"]
+        names = _SIMULATE_OPTIONS
+    fuzzed = data.draw(st.lists(st.tuples(st.sampled_from(names), _values), min_size=1, max_size=2))
+    argv = [*base, "--crash-dir", str(tmp_path / "crash")]
+    for name, value in fuzzed:
+        argv += [name, value]
+    try:
+        status = main(argv)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else -1
+        assert status == EXIT_USAGE, argv
+    assert status in (EXIT_OK, EXIT_FAILED, EXIT_USAGE), argv
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, (argv, err)
+
+
+def test_parser_bounds_are_the_engine_bounds() -> None:
+    import unicache.cli as cli
+    from unicache.engine import budget
+    from unicache.traces.mooncake import MOONCAKE_BLOCK_TOKENS
+
+    assert cli.MAX_HISTORY == budget.MAX_HISTORY and cli.MAX_MEMORY_LIMIT_GIB == budget.MAX_MEMORY_LIMIT_GIB
+    assert cli.MOONCAKE_BLOCK_TOKENS == MOONCAKE_BLOCK_TOKENS

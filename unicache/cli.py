@@ -8,13 +8,24 @@ its arguments to :func:`unicache.repl.main` untouched.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from unicache.engine.interrupt import stop_on_signals
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+MAX_SEED = 2**32 - 1
+MOONCAKE_BLOCK_TOKENS = 512
+MAX_SEEDS = 10_000_000
+MAX_SIM_STEPS = 1_000_000
+MAX_SIM_PAGE_SIZE = 64
+MAX_HISTORY = 1 << 24
+MAX_MEMORY_LIMIT_GIB = 1 << 20
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -56,8 +67,59 @@ def _ratio(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    if not math.isfinite(value) or not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be a finite number > 0")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value} must be in 0..{MAX_SEED}")
+    return value
+
+
+def _bounded(text: str, limit: int, what: str) -> int:
+    value = _positive(text)
+    if value > limit:
+        raise argparse.ArgumentTypeError(f"{value} {what} is more than the bound of {limit}")
+    return value
+
+
+def _history(text: str) -> int:
+    value = _non_negative(text)
+    if value > MAX_HISTORY:
+        raise argparse.ArgumentTypeError(f"{value} entries is more than the bound of {MAX_HISTORY}")
+    return value
+
+
+def _memory_limit(text: str) -> float:
+    value = _ratio(text)
+    if value > MAX_MEMORY_LIMIT_GIB:
+        raise argparse.ArgumentTypeError(f"{value} GiB is more than the bound of {MAX_MEMORY_LIMIT_GIB} GiB")
+    return value
+
+
+def _seed_count(text: str) -> int:
+    return _bounded(text, MAX_SEEDS, "seeds")
+
+
+def _steps(text: str) -> int:
+    return _bounded(text, MAX_SIM_STEPS, "steps")
+
+
+def _sim_page_size(text: str) -> int:
+    return _bounded(text, MAX_SIM_PAGE_SIZE, "tokens a page")
+
+
+def _block_tokens(text: str) -> int:
+    value = _positive(text)
+    if value > MOONCAKE_BLOCK_TOKENS:
+        raise argparse.ArgumentTypeError(f"{value} must be in 1..{MOONCAKE_BLOCK_TOKENS} "
+                                         f"(a Mooncake block holds {MOONCAKE_BLOCK_TOKENS} tokens)")
     return value
 
 
@@ -79,6 +141,8 @@ def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
                    help="host backup policy (default write_back)")
     g.add_argument("--load-back-threshold", type=_non_negative, default=0, metavar="N",
                    help="Full host tokens a load-back must move to be worth it (default 0, i.e. 1)")
+    g.add_argument("--memory-limit", type=_memory_limit, default=8.0, metavar="GiB",
+                   help="refuse a configuration whose cache pools would take more (default 8 GiB)")
 
 
 def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
@@ -88,7 +152,7 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
     g.add_argument("--faults", type=_csv, default=_csv(faults), metavar="LIST",
                    help=f"simulated faults: comma list of delay, reorder, duplicate, fail, or none "
                         f"(default {faults})")
-    g.add_argument("--seed", type=int, default=0, help="seed of the simulated engine and reference model")
+    g.add_argument("--seed", type=_seed, default=0, help="seed of the simulated engine and reference model")
 
 
 def _add_delay_options(p: argparse.ArgumentParser) -> None:
@@ -113,7 +177,7 @@ def _build_parser() -> argparse.ArgumentParser:
                         "(Mooncake hash_ids or explicit tokens, optionally .gz)")
     g.add_argument("--requests", type=_positive, default=1000, metavar="N", help="requests to replay (default 1000)")
     g.add_argument("--start", type=_non_negative, default=0, metavar="K", help="skip the first K requests")
-    g.add_argument("--tokens-per-block", type=_positive, default=None, metavar="B",
+    g.add_argument("--tokens-per-block", type=_block_tokens, default=None, metavar="B",
                    help="tokens per 512-token Mooncake block (scale; default 512, the real size)")
     _add_cache_options(rp, components="full,mamba")
     _add_transfer_options(rp, faults="delay,reorder")
@@ -136,7 +200,7 @@ def _build_parser() -> argparse.ArgumentParser:
     g = rp.add_argument_group("leases")
     g.add_argument("--strict", action="store_true", help="strict lease ledger (a leak raises)")
     g.add_argument("--debug", action="store_true", help="record acquisition sites of leases")
-    g.add_argument("--history", type=_non_negative, default=1024, metavar="N", help="flight-recorder size")
+    g.add_argument("--history", type=_history, default=1024, metavar="N", help="flight-recorder size")
     g = rp.add_argument_group("output")
     g.add_argument("--report", type=Path, default=None, metavar="PATH.json", help="write the JSON report")
     g.add_argument("--plot", type=Path, default=None, metavar="PATH.png",
@@ -150,17 +214,26 @@ def _build_parser() -> argparse.ArgumentParser:
                         description="Run seeded simulations: small caches, synthetic multi-turn requests, every "
                                     "transfer fault, resets, aborts and forced evictions; the sanity check, "
                                     "ownership invariants and the whole-tree data oracle run after every step.")
-    sp.add_argument("--seeds", type=_positive, default=10, metavar="N", help="number of seeds (default 10)")
-    sp.add_argument("--first-seed", type=int, default=0, metavar="S", help="first seed (default 0)")
-    sp.add_argument("--seed", type=int, default=None, metavar="S", help="run exactly this one seed")
-    sp.add_argument("--steps", type=_positive, default=200, metavar="M", help="steps per seed (default 200)")
+    sp.add_argument("--seeds", type=_seed_count, default=10, metavar="N", help="number of seeds (default 10)")
+    sp.add_argument("--first-seed", type=_seed, default=0, metavar="S", help="first seed (default 0)")
+    sp.add_argument("--seed", type=_seed, default=None, metavar="S", help="run exactly this one seed")
+    sp.add_argument("--jobs", type=_positive, default=None, metavar="N",
+                    help="worker processes (default: one per core; 1 runs in this process)")
+    sp.add_argument("--minutes", type=_ratio, default=None, metavar="M",
+                    help="wall-time budget: start no seed after M minutes (default: none)")
+    sp.add_argument("--workload", choices=("multiturn", "mooncake"), default=None,
+                    help="synthetic multi-turn chats or mutated windows of the bundled Mooncake trace "
+                         "(default: alternate by seed)")
+    sp.add_argument("--report", type=Path, default=None, metavar="PATH.json",
+                    help="write every finished seed's result as JSON (also when interrupted)")
+    sp.add_argument("--steps", type=_steps, default=200, metavar="M", help="steps per seed (default 200)")
     sp.add_argument("--components", type=_csv, default=None, metavar="LIST",
                     help="comma list of full, swa, mamba (default: rotate Full, Full+Mamba, Full+SWA, "
                          "Full+SWA+Mamba by seed)")
     sp.add_argument("--faults", type=_csv, default=_csv("delay,reorder,duplicate,fail"), metavar="LIST",
                     help="simulated faults (default all)")
-    sp.add_argument("--page-size", type=_positive, default=None, metavar="N",
-                    help="page size (default: 1 or 2 by seed)")
+    sp.add_argument("--page-size", type=_sim_page_size, default=None, metavar="N",
+                    help=f"page size, at most {MAX_SIM_PAGE_SIZE} (default: 1 or 2 by seed)")
     sp.add_argument("--write-policy", choices=("write_back", "write_through"), default=None,
                     help="default: by seed")
     sp.add_argument("--chaos", type=_csv, default=_csv("reset,evict,evict_host,reclaim,backup,abort"),
@@ -205,14 +278,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    if args.command == "replay":
-        from unicache.engine.commands import replay_command
+    try:
+        with stop_on_signals() as stop:
+            if args.command == "replay":
+                from unicache.engine.commands import replay_command
 
-        return replay_command(args)
-    from unicache.engine.commands import simulate_command
-    from unicache.repl.script_check import write_script
+                return replay_command(args, stop)
+            from unicache.engine.commands import simulate_command
+            from unicache.repl.script_check import write_script
 
-    return simulate_command(args, scripter=write_script)
+            return simulate_command(args, stop, scripter=write_script)
+    except KeyboardInterrupt:
+        print(f"unicache {args.command}: interrupted twice, stopped at once (nothing written)", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

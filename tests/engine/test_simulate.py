@@ -15,10 +15,10 @@ from unicache.engine.simulate import (
     SimulationError,
     SimResult,
     run_scenario,
-    run_simulations,
     scenario_for,
     shrink,
 )
+from unicache.engine.sweep import run_sweep
 from unicache.repl.script_check import write_script
 
 
@@ -58,12 +58,11 @@ def test_same_seed_same_run() -> None:
 
 
 def test_injected_corruption_is_caught_dumped_shrunk_and_scripted(tmp_path: Path) -> None:
-    failures = run_simulations([1], SimulateOptions(steps=40, inject="corrupt"), crash_dir=tmp_path,
-                               progress=False, scripter=write_script)
-    (r,) = failures
-    assert isinstance(r.error, CorruptionError)
-    assert r.dump is not None and r.dump.exists()
-    dump = load_dump(str(r.dump))
+    sweep = run_sweep([1], SimulateOptions(steps=40, inject="corrupt"), crash_dir=tmp_path, scripter=write_script)
+    (r,) = sweep.failures
+    assert r.error_type == "CorruptionError"
+    assert r.dump is not None and Path(r.dump).exists()
+    dump = load_dump(r.dump)
     assert dump.seed == 1 and dump.error is not None and dump.error.type == "CorruptionError"
     assert "reproduce" in dump.extra
     assert r.shrunk is not None and r.shrunk.steps <= r.steps
@@ -71,7 +70,7 @@ def test_injected_corruption_is_caught_dumped_shrunk_and_scripted(tmp_path: Path
     again = run_scenario(r.shrunk)
     assert isinstance(again.error, CorruptionError)
     assert r.script is not None
-    text = r.script.read_text()
+    text = Path(r.script).read_text()
     assert text.startswith("# unicache simulate, seed 1")
     assert "\nnew --components" in text and text.rstrip().endswith("assert clean")
     assert r.shrunk.command() in text
@@ -110,3 +109,43 @@ def test_options_validation() -> None:
 def test_many_more_seeds(seed: int) -> None:
     result = run_scenario(scenario_for(seed, SimulateOptions(steps=300)))
     assert result.ok, f"{scenario_for(seed, SimulateOptions(steps=300)).command()}: {result.error}"
+
+
+def test_parallel_sweep_is_the_serial_sweep(tmp_path: Path) -> None:
+    opts = SimulateOptions(steps=20)
+    serial = run_sweep(list(range(8, 12)), opts, crash_dir=tmp_path, jobs=1)
+    parallel = run_sweep(list(range(8, 12)), opts, crash_dir=tmp_path, jobs=2)
+    assert [o.scenario.seed for o in parallel.outcomes] == [8, 9, 10, 11]
+    assert [o.stats for o in parallel.outcomes] == [o.stats for o in serial.outcomes]
+    assert not parallel.failures and parallel.executed_steps == serial.executed_steps > 0
+    summary = parallel.to_json()
+    assert summary["seeds_finished"] == 4 and summary["jobs"] == 2
+    assert isinstance(summary["seed_steps_per_minute"], float) and summary["seed_steps_per_minute"] > 0
+
+
+def test_wall_time_budget_starts_no_more_seeds(tmp_path: Path) -> None:
+    result = run_sweep(list(range(1000)), SimulateOptions(steps=5), crash_dir=tmp_path, jobs=1, minutes=1e-9)
+    assert result.out_of_time and result.outcomes == [] and result.requested == 1000
+
+
+@pytest.mark.parametrize("workload", ["multiturn", "mooncake"])
+def test_workloads_last_until_the_step_limit(workload: str) -> None:
+    steps = 200
+    runs = [run_scenario(scenario_for(seed, SimulateOptions(steps=steps, workload=workload))) for seed in (0, 1)]
+    for r in runs:
+        assert r.ok, f"{r.scenario.command()}: {r.error}"
+        assert r.scenario.workload == workload
+        assert r.steps == steps, r.scenario.command()
+        requests, admitted = r.stats["requests"], r.stats["admitted"]
+        assert isinstance(requests, int) and isinstance(admitted, int) and admitted < requests
+
+
+def test_mooncake_workload_is_a_mutated_real_window() -> None:
+    from unicache.engine.workloads import build_workload
+
+    a, b = build_workload("mooncake", 3, 2), build_workload("mooncake", 4, 2)
+    again = build_workload("mooncake", 3, 2)
+    assert [r.tokens for r in a.requests] == [r.tokens for r in again.requests]
+    assert a.requests[0].tokens != b.requests[0].tokens
+    assert a.unique_tokens() < a.input_tokens  # the real trace's prefix sharing survives
+    assert "mooncake-window(seed=3" in a.name

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from tests.repl.conftest import RunRepl
@@ -448,3 +449,16 @@ def test_evict_lists_backups_started_and_rows_under_copies(repl: RunRepl) -> Non
                                   {"ticket": 2, "kind": "backup", "rows": list(range(8, 16))}]
     assert second["backups_started"] == [] and second["blocked"] == 2 and second["in_flight"] == first["in_flight"]
     assert third["freed"] == 8 and third["in_flight"] == [] and third["backups_started"] == []
+
+
+@pytest.mark.parametrize("target", ["missing/tree.dot", "missing/", "file.txt/x"])
+def test_dot_and_dump_create_no_directories(repl: RunRepl, tmp_path: Path, target: str) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "file.txt").write_text("x")
+    for command in ("dot", "dump"):
+        run = repl(FULL_MAMBA + f"insert 1..8\n!{command} {out}/{target}\n")
+        (err,) = run.of(command)
+        assert err["ok"] is False and err["error"]["type"] == "OutputPathError", err
+        assert "does not exist" in err["error"]["message"], err
+    assert sorted(p.name for p in out.iterdir()) == ["file.txt"]

@@ -12,6 +12,7 @@ error, an invariant — stops the run, writes a crash dump and is reported
 from __future__ import annotations
 
 import gc
+import math
 import shlex
 import time
 from collections.abc import Callable
@@ -22,15 +23,25 @@ import torch
 
 from unicache.cache import UniCache
 from unicache.config import CacheConfig, WritePolicy
+from unicache.engine.budget import (
+    DEFAULT_MEMORY_LIMIT_GIB,
+    GIB,
+    MAX_HISTORY,
+    MAX_MEMORY_LIMIT_GIB,
+    cache_bytes,
+    describe_bytes,
+)
 from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump
 from unicache.engine.errors import CorruptionError
+from unicache.engine.interrupt import StopFlag
 from unicache.engine.reference import ReferenceModel
 from unicache.engine.report import Report
 from unicache.engine.scheduler import Scheduler
 from unicache.engine.timeline import Timeline
 from unicache.engine.transfers import make_transfer, resolve_transfer
-from unicache.traces.loader import TraceSpec, load_trace
+from unicache.traces.loader import MOONCAKE, TraceSpec, load_trace, trace_format
+from unicache.traces.mooncake import MOONCAKE_BLOCK_TOKENS
 from unicache.traces.request import Trace
 from unicache.transfer.simulated import FaultSpec
 
@@ -78,6 +89,7 @@ class ReplayOptions:
     kv_width: int = 4
     mamba_width: int = 8
     crash_dir: Path = field(default_factory=lambda: Path("unicache-crash"))
+    memory_limit_gib: float = DEFAULT_MEMORY_LIMIT_GIB
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.components if c not in COMPONENT_NAMES]
@@ -91,8 +103,16 @@ class ReplayOptions:
             raise ReplayOptionError(f"--start must be >= 0, got {self.start}")
         if self.decode_per_step is not None and self.decode_per_step < 1:
             raise ReplayOptionError(f"--decode-per-step must be >= 1, got {self.decode_per_step}")
-        if self.hicache_ratio <= 0:
-            raise ReplayOptionError(f"--hicache-ratio must be > 0, got {self.hicache_ratio}")
+        if not math.isfinite(self.hicache_ratio) or self.hicache_ratio <= 0:
+            raise ReplayOptionError(f"--hicache-ratio must be a finite number > 0, got {self.hicache_ratio}")
+        if not 1 <= self.tokens_per_block <= MOONCAKE_BLOCK_TOKENS:
+            raise ReplayOptionError(f"--tokens-per-block must be in 1..{MOONCAKE_BLOCK_TOKENS}, "
+                                    f"got {self.tokens_per_block}")
+        if not 0 < self.memory_limit_gib <= MAX_MEMORY_LIMIT_GIB:
+            raise ReplayOptionError(f"--memory-limit must be in (0, {MAX_MEMORY_LIMIT_GIB}] GiB, "
+                                    f"got {self.memory_limit_gib}")
+        if not 0 <= self.history <= MAX_HISTORY:
+            raise ReplayOptionError(f"--history must be in 0..{MAX_HISTORY}, got {self.history}")
         self.fault_spec()
         resolve_transfer(self.transfer)
 
@@ -109,9 +129,19 @@ class ReplayOptions:
         """
         if self.decode_per_step is not None:
             return self.decode_per_step
-        if self.trace == "mooncake":
+        if self.trace_format() == MOONCAKE:
             return max(1, self.tokens_per_block // BLOCK_TOKENS_PER_DECODE_TOKEN)
         return DEFAULT_DECODE_PER_STEP
+
+    def trace_format(self) -> str:
+        """The trace's format (``mooncake``, ``tokens``, ``multiturn``): defaults follow it."""
+        return trace_format(self.trace)
+
+    def cache_chunk_tokens(self) -> int | None:
+        """``cache_chunk``, or by default the block size for a Mooncake trace (bundled or a file)."""
+        if self.cache_chunk is None and self.trace_format() == MOONCAKE:
+            return self.tokens_per_block
+        return self.cache_chunk
 
     def label(self) -> str:
         comps = "+".join(c.upper() if c != "mamba" else "Mamba" for c in self.components)
@@ -159,7 +189,7 @@ def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
         trace, opts.hicache_ratio, opts.page_size)
     swa = "swa" in opts.components
     mamba = "mamba" in opts.components
-    return CacheConfig(
+    return checked_config(opts, CacheConfig(
         device_tokens=device,
         page_size=opts.page_size,
         host_ratio=opts.hicache_ratio,
@@ -175,7 +205,20 @@ def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
         debug=opts.debug,
         history=opts.history,
         ledger_name=f"replay-seed{opts.seed}",
-    )
+    ))
+
+
+def checked_config(opts: ReplayOptions, config: CacheConfig) -> CacheConfig:
+    """``config``, refused (ReplayOptionError) when its pools would exceed ``opts.memory_limit_gib``."""
+    need = cache_bytes(config)
+    limit = int(opts.memory_limit_gib * GIB)
+    if need > limit:
+        host = config.host_capacity(config.components[0]) * config.page_size
+        raise ReplayOptionError(
+            f"the cache would allocate {describe_bytes(need)} ({config.device_tokens:,} device and {host:,} host "
+            f"tokens); the bound is {describe_bytes(limit)} (--memory-limit GiB); "
+            f"check --hicache-ratio, --device-tokens and --mamba-slots")
+    return config
 
 
 def reference_for(config: CacheConfig, seed: int) -> ReferenceModel:
@@ -195,11 +238,10 @@ def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True) ->
     config = cache_config(opts, trace)
     engine = make_transfer(opts.transfer, faults=opts.fault_spec(), seed=opts.seed, copy=opts.data)
     cache = UniCache(config, engine)
-    chunk = opts.cache_chunk
-    if chunk is None and opts.trace == "mooncake":
-        chunk = opts.tokens_per_block
+    chunk = opts.cache_chunk_tokens()
     engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_tokens_per_step(),
-                              cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data, verify=opts.verify, check_every=opts.check_every)
+                              cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data,
+                              verify=opts.verify, check_every=opts.check_every)
     return Scheduler(cache, trace.requests, model=reference_for(config, opts.seed), config=engine_cfg,
                      timeline=Timeline() if timeline else None)
 
@@ -238,14 +280,25 @@ def shut_down(sched: Scheduler) -> None:
 
 def run_replay(opts: ReplayOptions, *, trace: Trace | None = None,
                progress: Callable[[Scheduler], None] | None = None,
-               timeline_out: list[Timeline] | None = None) -> Report:
-    """Run a whole replay and return its report (see the module docstring)."""
+               timeline_out: list[Timeline] | None = None, stop: StopFlag | None = None) -> Report:
+    """Run a whole replay and return its report (see the module docstring).
+
+    When ``stop`` is set (a signal arrived) the loop ends at the next step
+    boundary: requests in flight are aborted, transfers drained, the end-of-run
+    checks still run, and the report says ``interrupted`` and by which signal.
+    """
     trace = trace if trace is not None else load_replay_trace(opts)
     sched = build_replay(opts, trace)
     error: BaseException | None = None
+    interrupted = False
     t0 = time.perf_counter()
     try:
         while not sched.done:
+            if stop:
+                interrupted = True
+                for req in list(sched.in_flight_requests()):
+                    sched.abort(req)
+                break
             sched.step()
             if progress is not None:
                 progress(sched)
@@ -254,6 +307,9 @@ def run_replay(opts: ReplayOptions, *, trace: Trace | None = None,
         error = exc
     wall = time.perf_counter() - t0
     report = build_report(opts, trace, sched, wall, error)
+    if interrupted:
+        report["interrupted"] = True
+        report["interrupted_by"] = stop.signal_name if stop is not None else None
     if error is not None:
         path = write_engine_dump(sched, opts.crash_dir, error=error, seed=opts.seed,
                                  reproduce=opts.command())
@@ -314,6 +370,7 @@ def build_report(opts: ReplayOptions, trace: Trace, sched: Scheduler, wall: floa
         "reclaim_blocked": c.reclaim_blocked,
         "requests_per_second": round(finished / wall, 2) if wall > 0 else 0.0,
         "wall_seconds": round(wall, 3),
+        "interrupted": False,
         "options": options_json(opts),
         "cache_config": cache.config.to_json(),
         "transfer": type(cache.engine).__name__,

@@ -6,7 +6,10 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from unicache.engine.outputs import write_atomic
 
 TIMING_KEYS: frozenset[str] = frozenset({"requests_per_second", "wall_seconds", "timings"})
 """Report keys that vary between identical runs; everything else is a pure function of the inputs."""
@@ -32,8 +35,8 @@ def healthy(report: Report) -> bool:
 
 
 def write_report(report: Report, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    """Write the report as JSON, atomically (temp file + fsync + rename)."""
+    write_atomic(path, (json.dumps(report, indent=2, sort_keys=False) + "\n").encode("utf-8"))
 
 
 def _fmt(value: object) -> str:
@@ -89,9 +92,12 @@ def render_report(report: Report, console: Console) -> None:
             style = "bold red"
         table.add_row(name, _fmt(value), extra, style=style)
     console.print(table)
+    if report.get("interrupted"):
+        console.print(f"[bold yellow]interrupted[/] by {report.get('interrupted_by')} after "
+                      f"{report.get('steps')} steps: the figures cover the requests finished so far")
     error = report.get("error")
     if error:
-        console.print(f"[bold red]error:[/] {error}")
+        console.print(f"[bold red]error:[/] {escape(str(error))}")
     dump = report.get("crash_dump")
     if dump:
         console.print(f"crash dump: {dump}  (open it with: unicache repl --dump {dump})")

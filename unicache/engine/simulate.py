@@ -27,10 +27,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeAlias
 
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
-
 from unicache.cache import UniCache
 from unicache.components.markers import SWA, Full, Mamba
 from unicache.config import CacheConfig, WritePolicy
@@ -39,8 +35,8 @@ from unicache.engine.crashdump import write_engine_dump
 from unicache.engine.oplog import OpLog, OpLogObserver
 from unicache.engine.replay import finish_checks, reference_for, shut_down
 from unicache.engine.scheduler import Scheduler
+from unicache.engine.workloads import SIZING_REQUESTS, WORKLOADS, build_workload
 from unicache.traces.request import Trace
-from unicache.traces.synthetic import MultiTurnSpec, generate_multiturn
 from unicache.transfer.base import Tier
 from unicache.transfer.simulated import FAULT_KINDS, FaultSpec, SimulatedEngine
 
@@ -71,8 +67,11 @@ class SimulateOptions:
     inject: str | None = None
     chaos: tuple[str, ...] = CHAOS_KINDS
     keep: tuple[int, ...] | None = None
+    workload: str | None = None
 
     def __post_init__(self) -> None:
+        if self.workload is not None and self.workload not in WORKLOADS:
+            raise SimulationError(f"--workload must be one of {', '.join(WORKLOADS)}, got {self.workload!r}")
         bad_chaos = [c for c in self.chaos if c not in CHAOS_KINDS]
         if bad_chaos:
             raise SimulationError(f"--chaos: unknown kind(s) {bad_chaos} (choose from {', '.join(CHAOS_KINDS)})")
@@ -104,10 +103,12 @@ class Scenario:
     chaos: tuple[str, ...] = CHAOS_KINDS
     keep: tuple[int, ...] | None = None
     inject: str | None = None
+    workload: str = "multiturn"
 
     def command(self) -> str:
         """The `unicache simulate` command that runs exactly this scenario."""
         parts = ["unicache", "simulate", "--seed", str(self.seed), "--steps", str(self.steps),
+                 "--workload", self.workload,
                  "--components", ",".join(self.components), "--page-size", str(self.page_size),
                  "--write-policy", self.write_policy, "--faults", ",".join(self.faults) or "none"]
         if tuple(self.chaos) != CHAOS_KINDS:
@@ -122,7 +123,7 @@ class Scenario:
         return {"seed": self.seed, "steps": self.steps, "components": list(self.components),
                 "page_size": self.page_size, "write_policy": self.write_policy, "faults": list(self.faults),
                 "chaos": list(self.chaos), "requests_kept": None if self.keep is None else list(self.keep),
-                "inject": self.inject}
+                "inject": self.inject, "workload": self.workload}
 
 
 def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
@@ -135,8 +136,9 @@ def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
         policy = opts.write_policy
     else:
         policy = "write_back" if rng.random() < 0.5 else "write_through"
+    workload = opts.workload or WORKLOADS[(seed // len(COMPONENT_SETS)) % len(WORKLOADS)]
     return Scenario(seed, opts.steps, tuple(components), page_size, policy, tuple(opts.faults),
-                    tuple(opts.chaos), opts.keep, opts.inject)
+                    tuple(opts.chaos), opts.keep, opts.inject, workload)
 
 
 @dataclass(slots=True)
@@ -150,16 +152,15 @@ class World:
 
 
 def build_world(sc: Scenario) -> World:
+    """The seed's workload (see :mod:`unicache.engine.workloads`), cache config and engine knobs."""
     rng = random.Random(sc.seed)
     ps = sc.page_size
-    spec = MultiTurnSpec(sessions=rng.randint(16, 28), turns=rng.randint(3, 5), system_prompts=rng.randint(1, 3),
-                         system_len=(8 * ps, 24 * ps), turn_len=(2 * ps, 10 * ps), active=rng.randint(3, 6),
-                         page_size=ps, vocab=40, output_tokens=rng.choice((0, 2, 5)))
-    trace = generate_multiturn(sc.seed, spec)
+    trace = build_workload(sc.workload, sc.seed, ps)
     if sc.keep is not None:
         trace = Trace(trace.name, [trace.requests[i] for i in sc.keep if i < len(trace.requests)], trace.source)
     longest = max((len(r.tokens) + r.output_tokens for r in trace.requests), default=ps) + 2 * ps
-    device = max(2 * longest, trace.unique_tokens() // rng.randint(3, 6)) if trace.requests else 4 * ps
+    sizing = Trace(trace.name, trace.requests[:SIZING_REQUESTS])
+    device = max(2 * longest, sizing.unique_tokens() // rng.randint(3, 6)) if trace.requests else 4 * ps
     device -= device % ps
     swa = "swa" in sc.components
     mamba = "mamba" in sc.components
@@ -312,6 +313,8 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
     c = cache.counters
     stats: dict[str, object] = {
         "steps": sched.step_no, "finished": sched.stats.finished, "aborted": sched.stats.aborted,
+        "admitted": sched.stats.finished + sched.stats.aborted + len(sched.in_flight_requests()),
+        "requests": len(world.trace.requests),
         "load_backs": c.load_backs, "failed_transfers": c.failed_acks, "stale_acks": c.stale_acks,
         "duplicate_acks": c.duplicate_acks, "resets": c.resets, "backups": c.backups,
         "max_leases_on_one_node": sched.pins.max_leases_on_one_node,
@@ -357,7 +360,9 @@ def shrink(result: SimResult, *, budget: int = 60, deadline_s: float = 60.0) -> 
             r = fails(cand)
             if r is not None:
                 best = replace(cand, steps=max(1, r.steps))
-    keep = list(range(len(build_world(replace(best, keep=None)).trace.requests)))
+    admitted = result.stats.get("admitted")
+    total = len(build_world(replace(best, keep=None)).trace.requests)
+    keep = list(range(min(total, admitted + 1) if isinstance(admitted, int) else total))
     if best.keep is not None:
         keep = list(best.keep)
     chunk = max(1, len(keep) // 2)
@@ -381,64 +386,3 @@ def shrink(result: SimResult, *, budget: int = 60, deadline_s: float = 60.0) -> 
         if runs >= budget or time.monotonic() > t_end:
             break
     return best
-
-
-def run_simulations(seeds: list[int], opts: SimulateOptions, *, crash_dir: Path, shrink_failures: bool = True,
-                    progress: bool = True, console: Console | None = None,
-                    scripter: ScriptWriter | None = None) -> list[SimResult]:
-    """Run every seed; report each; dump, shrink and (given a ``scripter``) script each failure.
-
-    Returns the failures.
-    """
-    console = console or Console()
-    results: list[SimResult] = []
-    failures: list[SimResult] = []
-    with Progress(console=console, disable=not progress, transient=True) as bar:
-        task = bar.add_task("simulate", total=len(seeds) * opts.steps)
-        for seed in seeds:
-            sc = scenario_for(seed, opts)
-            done_before = bar.tasks[0].completed
-
-            def tick(step: int, base: float = done_before) -> None:
-                bar.update(task, completed=base + step)
-
-            r = run_scenario(sc, on_step=tick, dump_dir=crash_dir)
-            bar.update(task, completed=done_before + opts.steps)
-            results.append(r)
-            if r.ok:
-                continue
-            failures.append(r)
-            if shrink_failures:
-                r.shrunk = shrink(r)
-                minimal = run_scenario(r.shrunk, record=True)
-                if minimal.oplog is not None and scripter is not None:
-                    r.script = scripter(minimal, crash_dir / f"unicache-sim-seed{seed}.repl")
-    table = Table(title=f"unicache simulate — {len(seeds)} seed(s), {opts.steps} steps max",
-                  caption="lb: load-backs · pins: most leases on one node · 2-comp: nodes pinned by two components")
-    for col in ("seed", "components", "ps", "policy", "steps", "done", "lb", "failed", "stale+dup",
-                "resets", "pins", "2-comp", "result"):
-        table.add_column(col, justify="right" if col not in ("components", "policy", "result") else "left",
-                         no_wrap=True)
-    for r in results:
-        s = r.stats
-        table.add_row(str(r.scenario.seed), "+".join(r.scenario.components), str(r.scenario.page_size),
-                      r.scenario.write_policy.replace("write_", "w-"), str(s["steps"]), str(s["finished"]), str(s["load_backs"]),
-                      str(s["failed_transfers"]), f"{s['stale_acks']}+{s['duplicate_acks']}", str(s["resets"]),
-                      str(s["max_leases_on_one_node"]), str(s["nodes_pinned_by_two_components"]),
-                      "ok" if r.ok else f"[bold red]{type(r.error).__name__}[/]")
-    console.print(table)
-    for r in failures:
-        sc = r.scenario
-        console.print(f"[bold red]seed {sc.seed} failed at step {r.steps}:[/] {type(r.error).__name__}: {r.error}")
-        console.print(f"  reproduce: {sc.command()}")
-        if r.dump is not None:
-            console.print(f"  crash dump: {r.dump}  (unicache repl --dump {r.dump})")
-        if r.shrunk is not None:
-            kept = "all" if r.shrunk.keep is None else str(len(r.shrunk.keep))
-            console.print(f"  shrunk: {r.shrunk.steps} steps, requests kept {kept}, faults "
-                          f"{','.join(r.shrunk.faults) or 'none'}, chaos {','.join(r.shrunk.chaos) or 'none'}")
-        if r.script is not None:
-            console.print(f"  REPL script: {r.script}  (unicache repl --script {r.script})")
-    if not failures:
-        console.print(f"[bold green]all {len(seeds)} seed(s) passed[/]")
-    return failures

@@ -142,3 +142,12 @@ class ConditionError(ReplError):
 
 class TraceUnavailableError(ReplError):
     """`--trace` mode could not start: the engine API it drives is missing or refused the trace."""
+
+
+class OutputPathError(ReplError):
+    """A `dot` or `dump` target that cannot be written: its directory does not exist, or it is one."""
+
+    def __init__(self, command: str, target: str, reason: str) -> None:
+        super().__init__(f"{command} {target}: {reason}")
+        self.command = command
+        self.target = target

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from unicache.traces.bounds import MAX_TOKEN_ID, TokenBudget, check_request_tokens, check_timestamp, is_int
 from unicache.traces.lines import iter_records, open_trace
 from unicache.traces.request import Trace, TraceFormatError, TraceRequest
 
@@ -23,36 +24,47 @@ def _opt_int(record: dict[str, object], key: str, where: str) -> int | None:
     value = record.get(key)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not is_int(value):
         raise TraceFormatError(f"{where}: {key} must be an int, got {value!r}")
+    assert isinstance(value, int)
+    if not -MAX_TOKEN_ID <= value <= MAX_TOKEN_ID:
+        raise TraceFormatError(f"{where}: {key} {value} does not fit in 64 bits")
     return value
 
 
-def parse_token_record(record: object, *, index: int, where: str) -> TraceRequest:
-    """One explicit-token JSON object -> a request (``where`` names file:line for errors)."""
+def parse_token_record(record: object, *, index: int, where: str,
+                       budget: TokenBudget | None = None) -> TraceRequest:
+    """One explicit-token JSON object -> a request (``where`` names file:line for errors).
+
+    Refused, never clamped: booleans as numbers, token ids outside ``0..MAX_TOKEN_ID``,
+    more than ``MAX_REQUEST_TOKENS`` prompt or output tokens, timestamps that are
+    not finite and non-negative.
+    """
     if not isinstance(record, dict):
         raise TraceFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
     tokens = record.get("tokens")
     if not isinstance(tokens, list) or not tokens:
         raise TraceFormatError(f"{where}: tokens must be a non-empty list")
-    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+    check_request_tokens(len(tokens), "prompt", where)
+    if not all(is_int(t) and t >= 0 for t in tokens):
         raise TraceFormatError(f"{where}: tokens must be non-negative ints")
     rid = _opt_int(record, "id", where)
     output = _opt_int(record, "output_tokens", where) or 0
     if output < 0:
         raise TraceFormatError(f"{where}: negative output_tokens {output}")
-    timestamp = record.get("timestamp", 0)
-    if not isinstance(timestamp, int | float) or isinstance(timestamp, bool):
-        raise TraceFormatError(f"{where}: timestamp must be a number")
+    check_request_tokens(output, "output_tokens", where)
+    timestamp = check_timestamp(record.get("timestamp", 0), where)
     try:
         toks = array("q", tokens)
     except OverflowError:
         raise TraceFormatError(f"{where}: a token does not fit in 64 bits") from None
+    if budget is not None:
+        budget.take(len(toks) + output, where)
     return TraceRequest(
         rid=index if rid is None else rid,
         tokens=toks,
         output_tokens=output,
-        arrival_ms=float(timestamp),
+        arrival_ms=timestamp,
         session=_opt_int(record, "session", where),
         turn=_opt_int(record, "turn", where),
     )
@@ -61,8 +73,9 @@ def parse_token_record(record: object, *, index: int, where: str) -> TraceReques
 def iter_token_jsonl(stream: IO[bytes], *, name: str, start: int = 0,
                      count: int | None = None) -> Iterator[TraceRequest]:
     """Requests ``start .. start+count-1`` of an explicit-token JSONL stream, in file order."""
+    budget = TokenBudget()
     for index, where, record in iter_records(stream, name=name, start=start, count=count):
-        yield parse_token_record(record, index=index, where=where)
+        yield parse_token_record(record, index=index, where=where, budget=budget)
 
 
 def load_token_jsonl(path: Path, *, start: int = 0, count: int | None = None) -> Trace:

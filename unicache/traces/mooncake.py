@@ -20,6 +20,7 @@ from typing import IO, cast
 
 import torch
 
+from unicache.traces.bounds import MAX_HASH_ID, TokenBudget, check_request_tokens, check_timestamp, is_int
 from unicache.traces.lines import iter_records, open_trace
 from unicache.traces.mix import mix32
 from unicache.traces.request import Trace, TraceFormatError, TraceRequest
@@ -51,36 +52,48 @@ def _scaled(length: int, tokens_per_block: int) -> int:
     return math.ceil(length * tokens_per_block / MOONCAKE_BLOCK_TOKENS)
 
 
-def parse_mooncake_record(record: object, *, rid: int, tokens_per_block: int, where: str) -> TraceRequest:
-    """One Mooncake JSON object -> a request (``where`` names file:line for errors)."""
+def parse_mooncake_record(record: object, *, rid: int, tokens_per_block: int, where: str,
+                          budget: TokenBudget | None = None) -> TraceRequest:
+    """One Mooncake JSON object -> a request (``where`` names file:line for errors).
+
+    Refused, never clamped: booleans as numbers, block ids outside ``0..MAX_HASH_ID``,
+    lengths that do not fit the blocks or exceed ``MAX_REQUEST_TOKENS`` once scaled,
+    timestamps that are not finite and non-negative.
+    """
     if not isinstance(record, dict):
         raise TraceFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
     try:
         hash_ids = record["hash_ids"]
         input_length = record["input_length"]
-        output_length = record.get("output_length", 0)
-        timestamp = record.get("timestamp", 0)
     except KeyError as exc:
         raise TraceFormatError(f"{where}: missing field {exc.args[0]!r}") from None
-    if not isinstance(hash_ids, list) or not hash_ids or not all(isinstance(b, int) for b in hash_ids):
+    output_length = record.get("output_length", 0)
+    timestamp = check_timestamp(record.get("timestamp", 0), where)
+    if not isinstance(hash_ids, list) or not hash_ids or not all(is_int(b) for b in hash_ids):
         raise TraceFormatError(f"{where}: hash_ids must be a non-empty list of ints")
-    if not isinstance(input_length, int) or not isinstance(output_length, int):
-        raise TraceFormatError(f"{where}: input_length/output_length must be ints")
-    if not isinstance(timestamp, int | float):
-        raise TraceFormatError(f"{where}: timestamp must be a number")
+    bad = next((b for b in hash_ids if not 0 <= b <= MAX_HASH_ID), None)
+    if bad is not None:
+        raise TraceFormatError(f"{where}: hash id {bad} is outside 0..{MAX_HASH_ID} (int64)")
+    if not is_int(input_length) or not is_int(output_length):
+        raise TraceFormatError(f"{where}: input_length/output_length must be ints, got "
+                               f"{input_length!r}/{output_length!r}")
+    assert isinstance(input_length, int) and isinstance(output_length, int)
     blocks = len(hash_ids)
     if not MOONCAKE_BLOCK_TOKENS * (blocks - 1) < input_length <= MOONCAKE_BLOCK_TOKENS * blocks:
         raise TraceFormatError(
             f"{where}: input_length {input_length} does not fit {blocks} blocks of {MOONCAKE_BLOCK_TOKENS}")
     if output_length < 0:
         raise TraceFormatError(f"{where}: negative output_length {output_length}")
-    n_tokens = _scaled(input_length, tokens_per_block)
+    n_tokens = check_request_tokens(_scaled(input_length, tokens_per_block), "input_length", where)
+    n_output = check_request_tokens(_scaled(output_length, tokens_per_block), "output_length", where)
+    if budget is not None:
+        budget.take(n_tokens + n_output, where)
     toks = block_tokens(hash_ids, tokens_per_block)[:n_tokens]
     return TraceRequest(
         rid=rid,
         tokens=array("q", toks.tolist()),
-        output_tokens=_scaled(output_length, tokens_per_block),
-        arrival_ms=float(timestamp),
+        output_tokens=n_output,
+        arrival_ms=timestamp,
     )
 
 
@@ -89,8 +102,10 @@ def iter_mooncake(stream: IO[bytes], *, name: str, tokens_per_block: int, start:
     """Requests ``start .. start+count-1`` of a Mooncake JSONL stream, in file order."""
     if tokens_per_block < 1 or tokens_per_block > MOONCAKE_BLOCK_TOKENS:
         raise ValueError(f"tokens_per_block must be in 1..{MOONCAKE_BLOCK_TOKENS}, got {tokens_per_block}")
+    budget = TokenBudget()
     for index, where, record in iter_records(stream, name=name, start=start, count=count):
-        yield parse_mooncake_record(record, rid=index, tokens_per_block=tokens_per_block, where=where)
+        yield parse_mooncake_record(record, rid=index, tokens_per_block=tokens_per_block, where=where,
+                                    budget=budget)
 
 
 def load_mooncake(path: Path | None = None, *, tokens_per_block: int = 16, start: int = 0,

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from unicache.dump.schema import JSONObject
 from unicache.repl.commands.base import Needs, command
 from unicache.repl.dot import to_dot
+from unicache.repl.errors import OutputPathError
 from unicache.repl.parser import Args, ReplArgumentParser
 from unicache.repl.session import Session
+
+
+def check_target(command: str, target: str, *, directory_ok: bool) -> None:
+    """Refuse a target whose directory does not exist (no directory is created silently)."""
+    path = Path(target)
+    names_dir = target.endswith(("/", os.sep))
+    if path.is_dir() and not directory_ok:
+        raise OutputPathError(command, target, "is a directory")
+    if names_dir or path.is_dir():
+        if not directory_ok or not path.is_dir():
+            raise OutputPathError(command, target, "directory does not exist (create it first)")
+        return
+    if not path.parent.is_dir():
+        raise OutputPathError(command, target, f"directory {path.parent} does not exist (create it first)")
 
 
 def _p_dot(p: ReplArgumentParser) -> None:
@@ -31,8 +47,11 @@ def cmd_dot(s: Session, a: Args) -> JSONObject:
         return {"file": None, "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root)),
                 "dot": text}
     path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    check_target("dot", target, directory_ok=False)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputPathError("dot", target, exc.strerror or str(exc)) from None
     return {"file": str(path.resolve()), "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root))}
 
 
@@ -47,10 +66,14 @@ def cmd_dump(s: Session, a: Args) -> JSONObject:
     from unicache.dump.writer import capture, write_document
 
     target = a.get_str("file")
+    check_target("dump", target, directory_ok=True)
     cache = s.cache
     if cache is None or s.dump is not None:
         doc = s.view().to_json()
     else:
         doc = capture(cache, seed=s.seed, step=cache.ledger.step, extra={"source": s.source, "repl": True})
-    path = write_document(doc, target)
+    try:
+        path = write_document(doc, target)
+    except OSError as exc:
+        raise OutputPathError("dump", target, exc.strerror or str(exc)) from None
     return {"file": str(path)}
