@@ -141,6 +141,8 @@ class LeaseTreeCore(UnifiedTreeCore):
                 if n.pins_full is None:
                     n.pins_full = PinSet(Full, n.id)
                 full_pins.append(n.pins_full)
+            if lb.full is not None:
+                raise LeaseCoreError(f"{lb} already holds Full lease #{lb.full.id}")
             lb.full = self.ledger.acquire(Full, owner=lb, pins=tuple(full_pins))
         elif ct == ComponentType.SWA:
             swa_pins: list[PinSet[SWA]] = []
@@ -148,6 +150,8 @@ class LeaseTreeCore(UnifiedTreeCore):
                 if n.pins_swa is None:
                     n.pins_swa = PinSet(SWA, n.id)
                 swa_pins.append(n.pins_swa)
+            if lb.swa is not None:
+                raise LeaseCoreError(f"{lb} already holds SWA lease #{lb.swa.id}")
             lb.swa = self.ledger.acquire(SWA, owner=lb, pins=tuple(swa_pins))
         elif ct == ComponentType.MAMBA:
             mamba_pins: list[PinSet[Mamba]] = []
@@ -155,6 +159,8 @@ class LeaseTreeCore(UnifiedTreeCore):
                 if n.pins_mamba is None:
                     n.pins_mamba = PinSet(Mamba, n.id)
                 mamba_pins.append(n.pins_mamba)
+            if lb.mamba is not None:
+                raise LeaseCoreError(f"{lb} already holds Mamba lease #{lb.mamba.id}")
             lb.mamba = self.ledger.acquire(Mamba, owner=lb, pins=tuple(mamba_pins))
 
     def _lease_nodes(self, xfers: list[PoolTransfer]) -> list[LeaseTreeNode]:

@@ -146,12 +146,14 @@ def build_cache(
     mamba_slots: int = 64,
     max_context_len: int = 8192,
     swa_window: Optional[int] = None,
+    cache_class: type[UnifiedRadixCache] = UnifiedRadixCache,
 ) -> CacheSetup:
     """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`.
 
     `backend=None` leaves the choice to SGLang (`SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`).
     `swa_window` (not with `mamba`) builds Full+SWA with that sliding window,
-    SWA pool as large as the Full pool.
+    SWA pool as large as the Full pool. `cache_class`: `UnifiedRadixCache`
+    or a subclass (`LeaseUnifiedRadixCache`).
     """
     if mamba and swa_window is not None:
         raise ValueError("build_cache: choose Mamba or SWA, not both")
@@ -169,6 +171,7 @@ def build_cache(
     dtype = torch.bfloat16
     r2t: ReqToTokenPool
     kv: KVCache
+    swa_kv: Optional[SWAKVPool] = None
     comps: tuple[ComponentType, ...]
     if mamba:
         with envs.SGLANG_MAMBA_SSM_DTYPE.override("bfloat16"):
@@ -192,11 +195,10 @@ def build_cache(
     elif swa_window is not None:
         r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
                              enable_memory_saver=False)
-        swa_kv = SWAKVPool(
+        kv = swa_kv = SWAKVPool(
             size=device_tokens, size_swa=device_tokens, page_size=1, dtype=dtype, head_num=1,
             head_dim=8, swa_attention_layer_ids=[1], full_attention_layer_ids=[0], device="cpu",
         )
-        kv = swa_kv
         comps = (ComponentType.FULL, ComponentType.SWA)
     else:
         r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
@@ -207,9 +209,9 @@ def build_cache(
         )
         comps = (ComponentType.FULL,)
     alloc: BaseTokenToKVPoolAllocator
-    if swa_window is not None:
+    if swa_kv is not None:
         alloc = SWATokenToKVPoolAllocator(size=device_tokens, size_swa=device_tokens, page_size=1,
-                                          dtype=dtype, device="cpu", kvcache=kv, need_sort=False)
+                                          dtype=dtype, device="cpu", kvcache=swa_kv, need_sort=False)
     else:
         alloc = TokenToKVPoolAllocator(size=device_tokens, dtype=dtype, device="cpu",
                                        kvcache=kv, need_sort=False)
@@ -218,7 +220,7 @@ def build_cache(
         tree_components=comps, enable_mamba_extra_buffer=False, eviction_policy="lru",
         tree_core_backend=backend, sliding_window_size=swa_window,
     )
-    cache = UnifiedRadixCache(params=init)
+    cache = cache_class(params=init)
     cache.init_hicache(args, init)
     return CacheSetup(cache, alloc, r2t)
 
