@@ -13,7 +13,6 @@ from __future__ import annotations
 from array import array
 
 import pytest
-import torch
 from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
 from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.registry import get_radix_cache_factory
