@@ -44,16 +44,21 @@ SGL_VENV  := .venv-sglang
 SGL_PY    := $(SGL_VENV)/bin/python
 SGL_STAMP := $(SGL_VENV)/.installed-stamp
 SGL_TORCH := torch==2.14.1 torchvision==0.29.1
-SGL_RUNTIME := triton msgspec numpy orjson psutil pybase64 requests packaging pillow starlette \
-	pydantic pyzmq tqdm ipython aiohttp apache-tvm-ffi transformers dill sentencepiece \
-	compressed-tensors gguf openai partial-json-parser datasets
+SGL_RUNTIME := triton==3.8.0 msgspec==0.23.0 numpy==2.4.6 orjson==3.13.0 psutil==7.2.2 \
+	pybase64==1.5.1 requests==2.34.2 packaging==26.4 pillow==13.0.0 starlette==1.10.0 \
+	pydantic==2.14.4 pyzmq==27.3.0 tqdm==4.70.1 ipython==9.18.1 aiohttp==3.14.5 \
+	apache-tvm-ffi==0.1.15.post2 transformers==5.24.0 dill==0.4.1 sentencepiece==0.2.3 \
+	compressed-tensors==0.20.1 gguf==0.19.0 openai==3.57.0 partial-json-parser==0.2.1.1.post7 \
+	datasets==5.2.0
+# Transitive dependencies pinned too (pip freeze of a working venv).
+SGL_PIN := -c sglang-constraints.txt
 
-$(SGL_STAMP): pyproject.toml
+$(SGL_STAMP): pyproject.toml sglang-constraints.txt
 	test -x $(SGL_PY) || python3 -m venv $(SGL_VENV)
-	$(SGL_PY) -m pip install -q $(SGL_TORCH)
+	$(SGL_PY) -m pip install -q $(SGL_PIN) $(SGL_TORCH)
 	$(SGL_PY) -m pip install -q --no-deps sglang==0.5.23
-	$(SGL_PY) -m pip install -q $(SGL_RUNTIME)
-	$(SGL_PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	$(SGL_PY) -m pip install -q $(SGL_PIN) $(SGL_RUNTIME)
+	$(SGL_PY) -m pip install -q $(SGL_PIN) -e '.[dev]' --config-settings editable_mode=compat
 	touch $(SGL_STAMP)
 
 setup-sglang: $(SGL_STAMP)

@@ -69,9 +69,10 @@ def _check_harness(path: str, seed: int, sessions: int, reqs: list[Request]) -> 
 COPY_BYTES = [False]
 
 
-def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int) -> ReplayResult:
+def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int,
+         swa_window: int | None = None) -> ReplayResult:
     setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx,
-                        copy_bytes=COPY_BYTES[0])
+                        copy_bytes=COPY_BYTES[0], swa_window=swa_window)
     try:
         return replay(setup, reqs, ack_every=ack_every)
     finally:
@@ -109,13 +110,17 @@ def throughput(reqs: list[Request], unique: int, rounds: int) -> list[dict[str, 
     return rows
 
 
-def overlap(reqs: list[Request], unique: int, ack_every: int, variant: str) -> list[dict[str, Any]]:
+def overlap(
+    reqs: list[Request], unique: int, ack_every: int, variant: str, swa_window: int
+) -> list[dict[str, Any]]:
     device, ctx = pool_sizes(reqs, unique, floor_requests=3)
     rows: list[dict[str, Any]] = []
-    for mamba in (False, True):
-        label = ("FULL+MAMBA" if mamba else "FULL") + variant
+    kinds: tuple[tuple[str, bool, int | None], ...] = (
+        ("FULL", False, None), ("FULL+MAMBA", True, None), (f"FULL+SWA(w={swa_window})", False, swa_window))
+    for name, mamba, window in kinds:
+        label = name + variant
         for core in ("python", "leases"):
-            res = _run(core, mamba, device, ctx, reqs, ack_every)
+            res = _run(core, mamba, device, ctx, reqs, ack_every, window)
             row = {
                 "config": f"{label}/ack_every={ack_every}", "core": core,
                 "load_backs": res.load_backs, "refused": res.load_backs_declined,
@@ -135,8 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--skip-throughput", action="store_true", help="only the overlap part")
     ap.add_argument("--ack-every", type=int, default=4)
     ap.add_argument("--fork", type=float, default=0.5, help="fork probability of the overlap variant")
+    ap.add_argument("--swa-window", type=int, default=512, help="sliding window of the FULL+SWA overlap runs")
     ap.add_argument("--transfer", choices=["noop", "copy"], default="noop")
     ap.add_argument("--harness", help="path of sglang_harness.py, to confirm the workload is the same")
     ap.add_argument("--json", help="also write the figures here")
@@ -148,9 +155,10 @@ def main(argv: list[str] | None = None) -> None:
         _check_harness(args.harness, args.seed, args.sessions, reqs)
     print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}")
     forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork)
-    out = {"throughput": throughput(reqs, unique, args.rounds),
-           "overlap": overlap(reqs, unique, args.ack_every, "")
-           + overlap(forked, forked_unique, args.ack_every, f"/fork={args.fork}")}
+    out = {"throughput": [] if args.skip_throughput else throughput(reqs, unique, args.rounds),
+           "overlap": overlap(reqs, unique, args.ack_every, "", args.swa_window)
+           + overlap(forked, forked_unique, args.ack_every, f"/fork={args.fork}",
+                     args.swa_window)}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -19,6 +19,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     MatchPrefixParams,
 )
 from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.errors import UnknownLoadBackError
@@ -43,7 +44,7 @@ def _insert(setup: CacheSetup, tokens: list[int]) -> None:
                               prev_prefix_len=dev))
 
 
-def _start_load_back(setup: CacheSetup, tokens: list[int], rid: int) -> tuple[int, int, int, bool]:
+def start_load_back(setup: CacheSetup, tokens: list[int], rid: int) -> tuple[int, int, int, bool]:
     """(anchor, host hit, tokens loaded, started) of a load-back whose ack is withheld."""
     cache = setup.cache
     m = cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens))))
@@ -55,15 +56,21 @@ def _start_load_back(setup: CacheSetup, tokens: list[int], rid: int) -> tuple[in
     return anchor, int(m.host_hit_length), int(out[0]), anchor in cache.ongoing_load_back
 
 
-def _crash_shape(backend: str) -> tuple[CacheSetup, list[tuple[int, int, int, bool]]]:
+def warm_chain(backend: str, cache_class: type[UnifiedRadixCache] = UnifiedRadixCache) -> CacheSetup:
+    """Full+Mamba cache holding root -> X -> D on host only."""
     setup = build_cache(backend=backend, mamba=True, device_tokens=256, mamba_slots=16,
-                        max_context_len=512)
+                        max_context_len=512, cache_class=cache_class)
     setup.cache.load_back_threshold = 0
     _insert(setup, X)
     _insert(setup, D)
     setup.cache.evict_for_alloc(EvictParams(num_tokens=256, mamba_num=16))
-    a = _start_load_back(setup, D, 1)
-    b = _start_load_back(setup, X, 2)
+    return setup
+
+
+def _crash_shape(backend: str) -> tuple[CacheSetup, list[tuple[int, int, int, bool]]]:
+    setup = warm_chain(backend)
+    a = start_load_back(setup, D, 1)
+    b = start_load_back(setup, X, 2)
     return setup, [a, b]
 
 

@@ -16,6 +16,8 @@ SCRIPT = textwrap.dedent(
     from sglang.srt.plugins import load_plugins
     load_plugins()
     assert "leases" in registered_tree_core_backends(), registered_tree_core_backends()
+    from sglang.srt.mem_cache.registry import registered_radix_cache_backends
+    assert "leases" in registered_radix_cache_backends(), registered_radix_cache_backends()
     from unicache.integrations.sglang.workload import build_cache
     from unicache.integrations.sglang.core import LeaseTreeCore
     setup = build_cache(backend=None, mamba=False, device_tokens=64, max_context_len=32)

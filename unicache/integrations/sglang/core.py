@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 
 LOAD_BACK = CacheTransferPhase.LOAD_BACK
+_FULL = int(BASE_COMPONENT_TYPE)
 
 
 class LeaseTreeCore(UnifiedTreeCore):
@@ -141,6 +142,8 @@ class LeaseTreeCore(UnifiedTreeCore):
                 if n.pins_full is None:
                     n.pins_full = PinSet(Full, n.id)
                 full_pins.append(n.pins_full)
+            if lb.full is not None:
+                raise LeaseCoreError(f"{lb} already holds Full lease #{lb.full.id}")
             lb.full = self.ledger.acquire(Full, owner=lb, pins=tuple(full_pins))
         elif ct == ComponentType.SWA:
             swa_pins: list[PinSet[SWA]] = []
@@ -148,6 +151,8 @@ class LeaseTreeCore(UnifiedTreeCore):
                 if n.pins_swa is None:
                     n.pins_swa = PinSet(SWA, n.id)
                 swa_pins.append(n.pins_swa)
+            if lb.swa is not None:
+                raise LeaseCoreError(f"{lb} already holds SWA lease #{lb.swa.id}")
             lb.swa = self.ledger.acquire(SWA, owner=lb, pins=tuple(swa_pins))
         elif ct == ComponentType.MAMBA:
             mamba_pins: list[PinSet[Mamba]] = []
@@ -155,6 +160,8 @@ class LeaseTreeCore(UnifiedTreeCore):
                 if n.pins_mamba is None:
                     n.pins_mamba = PinSet(Mamba, n.id)
                 mamba_pins.append(n.pins_mamba)
+            if lb.mamba is not None:
+                raise LeaseCoreError(f"{lb} already holds Mamba lease #{lb.mamba.id}")
             lb.mamba = self.ledger.acquire(Mamba, owner=lb, pins=tuple(mamba_pins))
 
     def _lease_nodes(self, xfers: list[PoolTransfer]) -> list[LeaseTreeNode]:
@@ -262,6 +269,46 @@ class LeaseTreeCore(UnifiedTreeCore):
         if view is not None:
             self._update_duplicate_tracking(new_node)
         return new_node, action
+
+    def _update_evictable_leaf_sets(self, node: UnifiedTreeNode) -> None:
+        """SGLang's leaf-set update with `_is_device_leaf`/`_is_host_leaf` inlined in one frame.
+
+        The hottest tree-core helper on the harness workload (called on every
+        insert step, lock change, eviction and ack). Same predicates, no
+        generator frames; SGLang's `sanity_check` recomputes both sets with
+        its own predicates and compares.
+        """
+        device_leaf = host_leaf = False
+        if node is not self.root_node:
+            data = node.component_data
+            locked = False
+            for cd in data:
+                if cd.lock_ref > 0:
+                    locked = True
+                    break
+            if not locked:
+                full = data[_FULL]
+                if full.value is None and node.parent is not None:
+                    if full.host_value is not None and not node.children:
+                        host_leaf = True
+                        for cd in data:
+                            if cd.host_lock_ref > 0:
+                                host_leaf = False
+                                break
+                else:
+                    device_leaf = True
+                    for child in node.children.values():
+                        if child.component_data[_FULL].value is not None:
+                            device_leaf = False
+                            break
+        if device_leaf:
+            self.evictable_device_leaves.add(node)
+        else:
+            self.evictable_device_leaves.discard(node)
+        if host_leaf:
+            self.evictable_host_leaves.add(node)
+        else:
+            self.evictable_host_leaves.discard(node)
 
     def live_load_back_leases(self) -> int:
         return sum(lb.held_leases() for q in self.load_backs.values() for lb in q)

@@ -1,15 +1,28 @@
-"""Registration of the ``"leases"`` tree core with SGLang's registry.
+"""Registration of ``"leases"`` with SGLang's tree-core and radix-cache registries.
 
 `register` is the ``sglang.srt.plugins`` entry point of this distribution:
 SGLang's `load_plugins()` runs it in every server process (engine, scheduler,
-detokenizer) before any cache is built. Idempotent.
+detokenizer) before any cache is built. Idempotent. Two names, one word:
+
+* tree core ``"leases"`` (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=leases``):
+  `LeaseTreeCore` inside SGLang's stock `UnifiedRadixCache`;
+* radix cache ``"leases"`` (``--radix-cache-backend leases``): the same core
+  inside `LeaseUnifiedRadixCache`, which also keeps several live load-backs
+  on one anchor. The recommended setting.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from sglang.srt.mem_cache.base_prefix_cache import BasePrefixCache
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from sglang.srt.mem_cache.registry import (
+    TreeCacheBuildContext,
+    create_unified_radix_cache,
+    get_radix_cache_factory,
+    register_radix_cache_backend,
+)
 from sglang.srt.mem_cache.unified_cache.components import ComponentType, TreeComponent
 from sglang.srt.mem_cache.unified_cache.tree_core_registry import (
     get_tree_core_factory,
@@ -31,7 +44,17 @@ def lease_tree_core_factory(
     return LeaseTreeCore(params, components)
 
 
+def lease_radix_cache_factory(ctx: TreeCacheBuildContext) -> BasePrefixCache:
+    """Build `LeaseUnifiedRadixCache` with tree core ``"leases"`` through SGLang's own builder."""
+    from unicache.integrations.sglang.cache import LeaseUnifiedRadixCache
+
+    ctx.params.tree_core_backend = BACKEND_NAME
+    return create_unified_radix_cache(ctx, cache_class=LeaseUnifiedRadixCache)
+
+
 def register() -> None:
-    """Register backend ``"leases"`` unless already registered."""
+    """Register tree core and radix cache ``"leases"`` unless already registered."""
     if get_tree_core_factory(BACKEND_NAME) is None:
         register_tree_core_backend(BACKEND_NAME, lease_tree_core_factory)
+    if get_radix_cache_factory(BACKEND_NAME) is None:
+        register_radix_cache_backend(BACKEND_NAME, lease_radix_cache_factory)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Optional, cast
 import torch
 from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
 from sglang.srt.environ import envs
-from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
+from sglang.srt.mem_cache.allocator import BaseTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from sglang.srt.mem_cache.allocator.mamba import MambaSlotAllocator
+from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import (
     EvictParams,
     InitLoadBackParams,
@@ -37,6 +38,7 @@ from sglang.srt.mem_cache.memory_pool import (
     ReqToTokenPool,
 )
 from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 from sglang.srt.server_args import set_global_server_args_for_scheduler
@@ -108,7 +110,7 @@ class CacheSetup:
     """SGLang objects of one cache: the cache, its KV allocator and its req-to-token pool."""
 
     cache: UnifiedRadixCache
-    allocator: TokenToKVPoolAllocator
+    allocator: BaseTokenToKVPoolAllocator
     req_to_token: ReqToTokenPool
 
     @property
@@ -143,11 +145,18 @@ def build_cache(
     host_ratio: float = 12.0,
     mamba_slots: int = 64,
     max_context_len: int = 8192,
+    swa_window: Optional[int] = None,
+    cache_class: type[UnifiedRadixCache] = UnifiedRadixCache,
 ) -> CacheSetup:
     """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`.
 
     `backend=None` leaves the choice to SGLang (`SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`).
+    `swa_window` (not with `mamba`) builds Full+SWA with that sliding window,
+    SWA pool as large as the Full pool. `cache_class`: `UnifiedRadixCache`
+    or a subclass (`LeaseUnifiedRadixCache`).
     """
+    if mamba and swa_window is not None:
+        raise ValueError("build_cache: choose Mamba or SWA, not both")
     install_cpu_shims(copy_bytes=copy_bytes)
     args = server_args(
         model_path="dummy",
@@ -162,6 +171,7 @@ def build_cache(
     dtype = torch.bfloat16
     r2t: ReqToTokenPool
     kv: KVCache
+    swa_kv: Optional[SWAKVPool] = None
     comps: tuple[ComponentType, ...]
     if mamba:
         with envs.SGLANG_MAMBA_SSM_DTYPE.override("bfloat16"):
@@ -182,6 +192,14 @@ def build_cache(
             mamba_pool=r2t.mamba_pool,
         )
         comps = (ComponentType.FULL, ComponentType.MAMBA)
+    elif swa_window is not None:
+        r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
+                             enable_memory_saver=False)
+        kv = swa_kv = SWAKVPool(
+            size=device_tokens, size_swa=device_tokens, page_size=1, dtype=dtype, head_num=1,
+            head_dim=8, swa_attention_layer_ids=[1], full_attention_layer_ids=[0], device="cpu",
+        )
+        comps = (ComponentType.FULL, ComponentType.SWA)
     else:
         r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
                              enable_memory_saver=False)
@@ -190,14 +208,19 @@ def build_cache(
             layer_num=1, device="cpu", enable_memory_saver=False,
         )
         comps = (ComponentType.FULL,)
-    alloc = TokenToKVPoolAllocator(size=device_tokens, dtype=dtype, device="cpu",
-                                   kvcache=kv, need_sort=False)
+    alloc: BaseTokenToKVPoolAllocator
+    if swa_kv is not None:
+        alloc = SWATokenToKVPoolAllocator(size=device_tokens, size_swa=device_tokens, page_size=1,
+                                          dtype=dtype, device="cpu", kvcache=swa_kv, need_sort=False)
+    else:
+        alloc = TokenToKVPoolAllocator(size=device_tokens, dtype=dtype, device="cpu",
+                                       kvcache=kv, need_sort=False)
     init = CacheInitParams(
         req_to_token_pool=r2t, token_to_kv_pool_allocator=alloc, page_size=1, disable=False,
         tree_components=comps, enable_mamba_extra_buffer=False, eviction_policy="lru",
-        tree_core_backend=backend,
+        tree_core_backend=backend, sliding_window_size=swa_window,
     )
-    cache = UnifiedRadixCache(params=init)
+    cache = cache_class(params=init)
     cache.init_hicache(args, init)
     return CacheSetup(cache, alloc, r2t)
 
@@ -231,6 +254,7 @@ def replay(
     """
     cache, alloc = setup.cache, setup.allocator
     mamba_alloc = setup.mamba_allocator
+    swa_alloc = alloc if isinstance(alloc, SWATokenToKVPoolAllocator) else None
     core = cache.tree_core
     empty = torch.empty(0, dtype=torch.int64)
     res = ReplayResult(requests=len(reqs))
@@ -268,7 +292,12 @@ def replay(
         lock = cache.inc_lock_ref(node)
         need = len(tokens) - dev_len
         if need > 0 and alloc.available_size() < need:
-            cache.evict_for_alloc(EvictParams(num_tokens=need - alloc.available_size()))
+            if swa_alloc is None:
+                cache.evict_for_alloc(EvictParams(num_tokens=need - alloc.available_size()))
+            else:
+                cache.evict_for_alloc(EvictParams(
+                    num_tokens=max(0, need - swa_alloc.full_available_size()),
+                    swa_num_tokens=max(0, need - swa_alloc.swa_available_size())))
         new_idx = alloc.alloc(need) if need > 0 else empty
         if new_idx is None:
             raise RuntimeError(f"request {i}: device KV allocation of {need} tokens failed")
