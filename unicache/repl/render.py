@@ -151,12 +151,21 @@ def _evict(d: JSONObject) -> RenderableType:
                      for x in _list(d.get("in_flight")))
     copies = f"; rows under in-flight copies: {held}" if held else ""
     return Text(f"evicted {d['freed']} {d['component']} {d['tier']} (asked {d['requested']}; "
-                f"{d['blocked']} pinned candidates skipped{flushed}){backups}{copies}")
+                f"{d['blocked']} pinned candidates skipped{flushed}){backups}{copies}{_pinned_text(d)}")
 
 
 @_renders("reclaim")
 def _reclaim(d: JSONObject) -> RenderableType:
-    return Text(f"reclaimed {d['freed']} Full host pages ({d['blocked']} skipped: Full-pinned)")
+    return Text(f"reclaimed {d['freed']} Full host pages ({d['blocked']} skipped: Full-pinned){_pinned_text(d)}")
+
+
+def _pinned_text(d: JSONObject) -> str:
+    rows = _list(d.get("pinned"))
+    if not rows:
+        return ""
+    by = "; ".join(f"#{_obj(x)['node']} {_obj(x)['component']} by "
+                   f"{', '.join(f'L{i}' for i in _list(_obj(x)['leases']))}" for x in rows)
+    return f"; pinned: {by}"
 
 
 @_renders("load-back")
