@@ -171,7 +171,8 @@ def _pinned_text(d: JSONObject) -> str:
 @_renders("load-back")
 def _load_back(d: JSONObject) -> RenderableType:
     if d["ticket"] is None:
-        room = f" ({d['room_summary']})" if isinstance(d.get("room_summary"), str) else ""
+        summary = d.get("room_summary")
+        room = f" ({summary})" if isinstance(summary, str) and summary != d["reason"] else ""
         return Text(f"no load-back at #{d['anchor']}: {d['reason']}{room}")
     moves = [f"{d['full_tokens']} full tokens"]
     if d.get("swa_tokens"):

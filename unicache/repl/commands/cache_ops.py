@@ -414,13 +414,15 @@ def reason_json(r: Reason) -> JSONObject:
 
 
 def _refusal(s: Session, anchor: int, reasons: list[Reason]) -> JSONObject:
-    """A load-back that returned None: the cache's reason, and for a full pool who holds its rows."""
+    """A load-back that returned None: the cache's reason (`why`); for a full pool, `room` says who
+    holds its rows and `reason` is that summary, else `reason` is the cache's own."""
     why = reasons[-1]
     out: JSONObject = {"anchor": anchor, "ticket": None, "reason": why.summary, "why": reason_json(why),
                        "room": None}
     if why.kind is ReasonKind.NO_DEVICE_ROOM and why.component is not None:
         s.invalidate()
         room = describe_shortfall(s.view(), why.component, "device", why.needed)
+        out["reason"] = room.summary
         out["room"] = room.to_json()
         out["room_summary"] = room.summary
     return out
