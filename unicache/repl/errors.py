@@ -112,6 +112,16 @@ class UnknownNameError(ReplError, KeyError):
         return str(self.args[0])
 
 
+class OutputPathError(ReplError):
+    """`dot FILE` / `dump FILE` names a directory that does not exist (the REPL creates none)."""
+
+    def __init__(self, command: str, path: str, missing: str) -> None:
+        super().__init__(f"{command}: cannot write {path!r}: directory {missing!r} does not exist "
+                         f"(create it first, or give another path)")
+        self.command = command
+        self.path = path
+
+
 class NoSuchJobError(ReplError, KeyError):
     """The manual transfer engine holds no job for this ticket (never submitted, or already acked)."""
 

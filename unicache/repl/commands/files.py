@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from unicache.dump.schema import JSONObject
 from unicache.repl.commands.base import Needs, command
 from unicache.repl.dot import to_dot
+from unicache.repl.errors import OutputPathError
 from unicache.repl.parser import Args, ReplArgumentParser
 from unicache.repl.session import Session
 
@@ -21,7 +23,7 @@ def _p_dot(p: ReplArgumentParser) -> None:
 def cmd_dot(s: Session, a: Args) -> JSONObject:
     """Write the tree (or the subtree below --node) as a Graphviz digraph: nodes labelled with their
     span, tokens, residency and pinning leases, filled by how many components pin them.
-    Render with: dot -Tsvg FILE -o tree.svg"""
+    Render with: dot -Tsvg FILE -o tree.svg. FILE's directory must exist (OutputPathError otherwise)."""
     view = s.view()
     node = a.opt_str("node")
     top = s.node_id(node) if node is not None else None
@@ -31,9 +33,15 @@ def cmd_dot(s: Session, a: Args) -> JSONObject:
         return {"file": None, "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root)),
                 "dot": text}
     path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_directory("dot", target, path.parent)
     path.write_text(text, encoding="utf-8")
     return {"file": str(path.resolve()), "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root))}
+
+
+def _check_directory(command: str, target: str, directory: Path) -> None:
+    """The directory a file goes into must exist: a typo must not create a directory tree."""
+    if not directory.is_dir():
+        raise OutputPathError(command, target, str(directory))
 
 
 def _p_dump(p: ReplArgumentParser) -> None:
@@ -43,10 +51,12 @@ def _p_dump(p: ReplArgumentParser) -> None:
 @command("dump", "write a crash dump of the current state", Needs.VIEW, "files", _p_dump)
 def cmd_dump(s: Session, a: Args) -> JSONObject:
     """Write the current state as a crash dump (the format 'unicache repl --dump' opens). On a
-    loaded dump, writes that dump again."""
+    loaded dump, writes that dump again. The directory must exist (OutputPathError otherwise)."""
     from unicache.dump.writer import capture, write_document
 
     target = a.get_str("file")
+    where = Path(target)
+    _check_directory("dump", target, where if target.endswith(("/", os.sep)) else where.parent)
     cache = s.cache
     if cache is None or s.dump is not None:
         doc = s.view().to_json()
