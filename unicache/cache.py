@@ -173,6 +173,7 @@ class UniCache:
     write_slots = slots.write_slots
     read_slots = slots.read_slots
     _alloc_dev = slots.alloc_dev
+    _no_room_reason = slots.no_room_reason
     _alloc_host = slots.alloc_host
     lent_slots = slots.lent_slots
     path_pages = slots.path_pages

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from unicache.components.markers import component_name
+from unicache.transfer.base import Tier
+
+if TYPE_CHECKING:
+    from unicache.pools.allocator import SlotAllocator
+    from unicache.tickets import Ticket
 
 
 class ReasonKind(enum.Enum):
@@ -43,8 +52,10 @@ class ReasonKind(enum.Enum):
 class Reason:
     """One refusal or no-op: what, why, for which component, nodes, leases and tickets.
 
-    `needed` / `free` are slot counts for `NO_DEVICE_ROOM`; `leases` are the
-    lease ids that pin a `PINNED` candidate; `tickets` the tickets involved.
+    `needed` / `free` are slot counts for `NO_DEVICE_ROOM`, `quarantined` the
+    rows a reset holds until stale acks and `tickets` the live tickets whose
+    copies hold rows of that pool; `leases` are the lease ids that pin a
+    `PINNED` candidate; `tickets` of an ack reason name the ack's ticket.
     """
 
     op: str
@@ -56,6 +67,7 @@ class Reason:
     leases: tuple[int, ...] = ()
     tickets: tuple[int, ...] = ()
     generation: int | None = None
+    quarantined: int = 0
 
     @property
     def key(self) -> str:
@@ -79,6 +91,7 @@ class Reason:
             "leases": list(self.leases),
             "tickets": list(self.tickets),
             "generation": self.generation,
+            "quarantined": self.quarantined,
             "summary": self.summary,
         }
 
@@ -100,8 +113,14 @@ def _summary(r: Reason) -> str:
                 f"(recompute it, or load back a shallower node)")
     if k is ReasonKind.NO_DEVICE_ROOM:
         where = f" for {nodes}" if nodes else ""
+        held = []
+        if r.quarantined:
+            held.append(f"{r.quarantined} quarantined until stale acks")
+        if r.tickets:
+            held.append(f"rows under in-flight copies of {_ids('T', r.tickets)}")
+        held.append("the rest pinned by leases")
         return (f"{r.op}: {comp} device pool has {r.free} free of {r.needed} needed{where} after eviction; "
-                f"the rest is pinned, quarantined or under in-flight copies (see 'pool {comp}')")
+                f"{', '.join(held)}")
     if k is ReasonKind.HOST_ONLY:
         return f"{r.op}: nothing of {nodes} is on device; the lock covers 0 tokens (load back first)"
     if k is ReasonKind.PINNED:
@@ -112,6 +131,21 @@ def _summary(r: Reason) -> str:
     if k is ReasonKind.STALE_ACK:
         return f"{r.op}: {tickets} generation {r.generation} is older than the epoch; ack ignored"
     return f"{r.op}: {tickets} generation {r.generation} already settled; ack ignored"
+
+
+def no_room(
+    op: str, marker: type, device: SlotAllocator, live: Iterable[Ticket], needed: int, nodes: tuple[int, ...]
+) -> Reason:
+    """A `NO_DEVICE_ROOM` reason for `marker`'s device pool: its free and quarantined rows, and the
+    live tickets whose copies hold rows of it (what is left is pinned by leases)."""
+    tickets = tuple(
+        t.id for t in live
+        if t.job is not None and any(
+            c.component is marker and Tier.DEVICE in (c.src_tier, c.dst_tier) for c in t.job.copies
+        )
+    )
+    return Reason(op, ReasonKind.NO_DEVICE_ROOM, component_name(marker), nodes, needed, device.free_count,
+                  tickets=tickets, quarantined=device.quarantined_count)
 
 
 class ReasonLog:

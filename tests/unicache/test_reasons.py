@@ -81,6 +81,29 @@ def test_load_back_without_device_room_names_the_component_that_failed(make_cach
     cache.free_device(Full, mine)
 
 
+def test_no_room_names_in_flight_tickets_and_quarantine(make_cache: MakeCache) -> None:
+    cache, d = make_cache(device_tokens=8)
+    a, b = chain(cache, d, SEQ[:8], [4, 8])
+    cache.backup(b)
+    d.settle()
+    cache.evict_device(Full, 8)
+    t = cache.load_back(a)
+    assert t is not None
+    assert cache.alloc_device(Full, 6) is None
+    r = _last(cache)
+    assert (r.op, r.tickets, r.free, r.quarantined) == ("alloc_device", (t.id,), 4, 0)
+    assert f"in-flight copies of T{t.id}" in r.summary
+    cache.reset()
+    assert cache.alloc_device(Full, 8) is None
+    r = _last(cache)
+    assert (r.tickets, r.quarantined, r.free) == ((), 4, 4)
+    assert "4 quarantined until stale acks" in r.summary
+    d.settle()
+    got = cache.alloc_device(Full, 8)
+    assert got is not None
+    cache.free_device(Full, got)
+
+
 def test_load_back_without_a_mamba_slot_names_mamba(make_cache: MakeCache) -> None:
     cache, d = make_cache(mamba=True, mamba_device_slots=1)
     (a,) = chain(cache, d, SEQ[:4], [4])

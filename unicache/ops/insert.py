@@ -237,8 +237,7 @@ def insert_mamba(cache: UniCache, node: Node, slot: int, donate: bool) -> MambaO
     got = cache._alloc_dev(MAMBA, 1)
     if got is None:
         c.mamba_skipped += 1
-        cache.reasons.note(Reason("insert", ReasonKind.NO_DEVICE_ROOM, "mamba", (node.id,), needed=1,
-                                  free=cache._stores[MAMBA].device.free_count))
+        cache.reasons.note(cache._no_room_reason("insert", MAMBA, 1, (node.id,)))
         return "skipped"
     cache.pools.copy(CopyOp(Mamba, Tier.DEVICE, Tier.DEVICE, [slot], got))
     node.dev_mamba = got[0]

@@ -119,9 +119,9 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
             ticket.mamba_dst = mamba_dst[0]
             ticket.mamba_moved = True
     if full_dst is None or swa_dst is None or mamba_dst is None:
-        short = _shortfall(cache, full_dst, swa_dst, full_n, swa_n)
-        cache.reasons.note(Reason("load_back", ReasonKind.NO_DEVICE_ROOM, short[0], (anchor.id,),
-                                  short[1], short[2]))
+        i = FULL if full_dst is None else SWA_IDX if swa_dst is None else MAMBA
+        needed = full_n if full_dst is None else swa_n if swa_dst is None else 1
+        cache.reasons.note(cache._no_room_reason("load_back", i, needed, (anchor.id,)))
         if full_dst:
             cache._fd.free(full_dst)
         if swa_dst:
@@ -140,17 +140,6 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
     c.load_back_mamba += mamba_move
     cache.engine.submit(job)
     return LoadBackTicket(ticket)
-
-
-def _shortfall(
-    cache: UniCache, full_dst: list[int] | None, swa_dst: list[int] | None, full_n: int, swa_n: int
-) -> tuple[str, int, int]:
-    """(component, needed, free) of the allocation that failed, in allocation order."""
-    if full_dst is None:
-        return "full", full_n, cache._fd.free_count
-    if swa_dst is None:
-        return "swa", swa_n, cache._stores[SWA_IDX].device.free_count
-    return "mamba", 1, cache._stores[MAMBA].device.free_count
 
 
 def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from unicache.components.markers import FULL, MAMBA, Component, Full
 from unicache.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
-from unicache.reasons import Reason, ReasonKind
+from unicache.reasons import Reason, no_room
 from unicache.transfer.base import Tier
 from unicache.tree.node import Node
 
@@ -44,15 +44,18 @@ def _refused(cache: UniCache, i: int, n: int, free: int) -> None:
     c = cache.counters
     if i == FULL:
         c.alloc_refused_full += 1
-        name = "full"
     elif i == MAMBA:
         c.alloc_refused_mamba += 1
         c.mamba_skipped += 1
-        name = "mamba"
     else:
         c.alloc_refused_swa += 1
-        name = "swa"
-    cache.reasons.note(Reason("alloc_device", ReasonKind.NO_DEVICE_ROOM, name, needed=n, free=free))
+    cache.reasons.note(no_room_reason(cache, "alloc_device", i, n, ()))
+
+
+def no_room_reason(cache: UniCache, op: str, i: int, needed: int, nodes: tuple[int, ...]) -> Reason:
+    """A `NO_DEVICE_ROOM` reason for component index `i` (see `unicache.reasons.no_room`)."""
+    store = cache._stores[i]
+    return no_room(op, store.marker, store.device, cache.ticket_table.live(), needed, nodes)
 
 
 def free_device(cache: UniCache, component: type, slots: Sequence[int]) -> None:

@@ -410,7 +410,7 @@ def reason_json(r: Reason) -> JSONObject:
     tickets: list[JSON] = [*r.tickets]
     return {"op": r.op, "kind": r.kind.value, "component": r.component, "nodes": nodes, "needed": r.needed,
             "free": r.free, "leases": leases, "tickets": tickets, "generation": r.generation,
-            "summary": r.summary}
+            "quarantined": r.quarantined, "summary": r.summary}
 
 
 def _refusal(s: Session, anchor: int, reasons: list[Reason]) -> JSONObject:
