@@ -388,7 +388,7 @@ def _events_table(events: list[JSON], title: str = "") -> Table:
     for item in events:
         x = _obj(item)
         kind = str(x["kind"])
-        style = {"leak": "bold red", "stale-ack": "yellow", "failed-transfer": "red", "revoke": "yellow",
+        style = {"leak": "bold red", "stale-ack": "yellow", "duplicate-ack": "yellow", "failed-transfer": "red", "revoke": "yellow",
                  "stale": "yellow", "evict-blocked": "magenta", "reclaim-blocked": "magenta"}.get(kind, "")
         lease = x.get("lease")
         table.add_row(_t(x["seq"]), _t(x["step"]), _t(kind, style), _t(None if lease is None else f"L{lease}"),

@@ -260,8 +260,9 @@ def _known_node(s: Session, view: CrashDump, text: str) -> int:
 
 def _p_events(p: ReplArgumentParser) -> None:
     p.add_argument("--last", type=int, default=30, help="newest N events (default 30; 0 = all)")
-    p.add_argument("--kind", default=None, help="acquire, release, revoke, stale, leak, pin, unpin, epoch, "
-                                                 "stale-ack, failed-transfer, evict-blocked, reclaim-blocked, note")
+    p.add_argument("--kind", default=None, help="acquire, release, revoke, stale, leak, pin, unpin, epoch, ack, "
+                                                 "stale-ack, duplicate-ack, failed-transfer, evict-blocked, "
+                                                 "reclaim-blocked, note")
     p.add_argument("--component", default=None, help="full, swa or mamba")
 
 
