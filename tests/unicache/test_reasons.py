@@ -18,7 +18,8 @@ def _last(cache: UniCache) -> Reason:
 def test_load_back_of_the_root_is_a_root_no_op(make_cache: MakeCache) -> None:
     cache, _ = make_cache()
     cache.reasons.mark()
-    assert cache.load_back(cache.root) is None
+    refused = cache.load_back(cache.root)
+    assert refused is None
     r = _last(cache)
     assert (r.op, r.kind, r.nodes) == ("load_back", ReasonKind.ROOT, (cache.root.id,))
     assert cache.counters.load_backs_noop == 1 and cache.reasons.counts() == {"load_back:root": 1}
@@ -27,7 +28,8 @@ def test_load_back_of_the_root_is_a_root_no_op(make_cache: MakeCache) -> None:
 def test_load_back_of_a_device_node_has_nothing_to_move(make_cache: MakeCache) -> None:
     cache, d = make_cache(mamba=True)
     (a,) = chain(cache, d, SEQ[:4], [4])
-    assert cache.load_back(a) is None
+    refused = cache.load_back(a)
+    assert refused is None
     r = _last(cache)
     assert (r.kind, r.component, r.nodes) == (ReasonKind.NOTHING_TO_MOVE, None, (a.id,))
     assert "nothing to move" in r.summary and cache.counters.load_backs_noop == 1
@@ -42,7 +44,8 @@ def test_load_back_without_mamba_state_names_missing_mamba_not_room(make_cache: 
     d.settle()
     cache.evict_device(Full, 64)
     assert a.dev_full is None and cache.pools.stats()["full.device"].free == 64
-    assert cache.load_back(a) is None
+    refused = cache.load_back(a)
+    assert refused is None
     r = _last(cache)
     assert (r.op, r.kind, r.component, r.nodes) == ("load_back", ReasonKind.MISSING_STATE, "mamba", (a.id,))
     assert "room" not in r.summary and "no mamba data" in r.summary
@@ -59,7 +62,8 @@ def test_load_back_without_swa_window_names_the_nodes_missing_swa(make_cache: Ma
     cache.evict_device(Full, 64)
     cache.evict_host(SWA, 64)
     assert a.host_swa_pages is None and b.host_swa_pages is None
-    assert cache.load_back(b) is None
+    refused = cache.load_back(b)
+    assert refused is None
     r = _last(cache)
     assert (r.kind, r.component) == (ReasonKind.MISSING_STATE, "swa") and b.id in r.nodes
     assert cache.ledger.live_count == 0
@@ -73,7 +77,8 @@ def test_load_back_without_device_room_names_the_component_that_failed(make_cach
     cache.evict_device(Full, 4)
     mine = cache.alloc_device(Full, 6)
     assert mine is not None
-    assert cache.load_back(a) is None
+    refused = cache.load_back(a)
+    assert refused is None
     r = _last(cache)
     assert (r.kind, r.component, r.nodes, r.needed, r.free) == (ReasonKind.NO_DEVICE_ROOM, "full", (a.id,), 4, 2)
     assert "2 free of 4 needed" in r.summary
@@ -99,6 +104,7 @@ def test_no_room_names_in_flight_tickets_and_quarantine(make_cache: MakeCache) -
     assert (r.tickets, r.quarantined, r.free) == ((), 4, 4)
     assert "4 quarantined until stale acks" in r.summary
     d.settle()
+    assert not t.result().ok
     got = cache.alloc_device(Full, 8)
     assert got is not None
     cache.free_device(Full, got)
@@ -113,7 +119,8 @@ def test_load_back_without_a_mamba_slot_names_mamba(make_cache: MakeCache) -> No
     assert a.dev_mamba is None and a.host_mamba is not None
     mine = cache.alloc_device(Mamba, 1)
     assert mine is not None
-    assert cache.load_back(a) is None
+    refused = cache.load_back(a)
+    assert refused is None
     r = _last(cache)
     assert (r.kind, r.component, r.needed, r.free) == (ReasonKind.NO_DEVICE_ROOM, "mamba", 1, 0)
     assert cache.pools.stats()["full.device"].used == 0 and cache.ledger.live_count == 0
