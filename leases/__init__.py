@@ -15,7 +15,7 @@ from leases.errors import (
     StaleLeaseError,
     WrongThreadError,
 )
-from leases.events import EventKind, LeaseEvent
+from leases.events import EventKind, LeaseEvent, TicketBearer
 from leases.lease import Lease
 from leases.ledger import LeaseLedger, add_leak_listener, remove_leak_listener
 from leases.linear import consumed_by, consumes, is_linear, linear
@@ -28,6 +28,7 @@ __all__ = [
     "ComponentMismatchError",
     "DoubleReleaseError",
     "EventKind",
+    "TicketBearer",
     "ForeignLeaseError",
     "Held",
     "Lease",

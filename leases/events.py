@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Protocol
 
 
 class EventKind(enum.Enum):
@@ -17,11 +18,20 @@ class EventKind(enum.Enum):
     PIN = "pin"
     UNPIN = "unpin"
     EPOCH = "epoch"
+    ACK = "ack"
     STALE_ACK = "stale-ack"
+    DUPLICATE_ACK = "duplicate-ack"
     FAILED_TRANSFER = "failed-transfer"
     EVICT_BLOCKED = "evict-blocked"
     RECLAIM_BLOCKED = "reclaim-blocked"
     NOTE = "note"
+
+
+class TicketBearer(Protocol):
+    """An owner whose leases belong to a ticket: its lease events carry `ticket_id`."""
+
+    @property
+    def ticket_id(self) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +41,9 @@ class LeaseEvent:
     `seq` is monotonic per ledger and never reused; `step` is whatever the engine
     last stored in `LeaseLedger.step`. `nodes` are the holders of the pin sets the
     event touched (for a lease event) or the nodes an engine event names.
+    `generation` is the lease's, or what the engine passed (an ack's own
+    generation), else the epoch at record time. `ticket` of a lease event is
+    its owner's `ticket_id` when the owner has an int one (see `TicketBearer`).
     """
 
     seq: int

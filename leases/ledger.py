@@ -398,10 +398,11 @@ class LeaseLedger:
         assert log is not None
         self._seq += 1
         owner = lease.owner
+        ticket = getattr(owner, "ticket_id", None)
         log.append(
             (self._seq, self.step, kind, lease.id, lease.component,
              owner if type(owner) is str else str(owner), lease.generation,
-             pins or (), None, "")
+             pins or (), ticket if type(ticket) is int else None, "")
         )
 
     def record(
@@ -414,15 +415,20 @@ class LeaseLedger:
         component: str | None = None,
         lease_id: int | None = None,
         owner: str | None = None,
+        generation: int | None = None,
     ) -> None:
-        """Append an engine event (failed transfer, blocked eviction, stale ack, ...)."""
+        """Append an engine event (ack, failed transfer, blocked eviction, stale ack, ...).
+
+        `generation` is the one the event is about (an ack's own); the
+        current epoch when not given.
+        """
         log = self._log
         if log is None:
             return
         self._seq += 1
         log.append(
-            (self._seq, self.step, kind, lease_id, component, owner, self.epoch,
-             tuple(nodes), ticket, detail)
+            (self._seq, self.step, kind, lease_id, component, owner,
+             self.epoch if generation is None else generation, tuple(nodes), ticket, detail)
         )
 
     def events(self, *, last: int | None = None) -> list[LeaseEvent]:

@@ -26,6 +26,7 @@ from unicache.components.registry import STORES
 from unicache.components.store import ComponentStore
 from unicache.config import CacheConfig
 from unicache.counters import CacheCounters
+from unicache.reasons import ReasonLog
 from unicache.errors import ForeignObjectError, InvalidArgumentError, UnknownNodeError
 from unicache.introspect import (
     NodeInfo,
@@ -87,6 +88,8 @@ class UniCache:
         self.engine: TransferEngine = engine if engine is not None else ImmediateEngine()
         self.engine.attach(self.pools)
         self.counters = CacheCounters()
+        self.reasons = ReasonLog()
+        """Why the newest refusal or no-op happened, and counts of every reason."""
         self.inbox: Mailbox[Ack] = Mailbox(self.ledger)
         self._ps = config.page_size
         self._name = config.ledger_name
@@ -170,6 +173,7 @@ class UniCache:
     write_slots = slots.write_slots
     read_slots = slots.read_slots
     _alloc_dev = slots.alloc_dev
+    _no_room_reason = slots.no_room_reason
     _alloc_host = slots.alloc_host
     lent_slots = slots.lent_slots
     path_pages = slots.path_pages

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class CacheCounters:
-    """Plain ints, bumped on the hot paths; `as_dict()` for reports."""
+    """Plain ints, bumped on the hot paths; `as_dict()` for reports.
+
+    Duplicates are counted per component: `*_duplicate_pages` (Full pages),
+    `*_duplicate_swa_pages`, `*_duplicate_mamba` (slots) for copies that
+    arrived where the data already was; `mamba_duplicates` counts every freed
+    duplicate Mamba slot (insert, load-back, backup). `mamba_skipped` counts
+    requests that got no Mamba slot (`alloc_device` or `insert`'s copy);
+    `alloc_refused_*` every `alloc_device` that returned None.
+    """
 
     matches: int = 0
     match_tokens: int = 0
@@ -28,11 +36,16 @@ class CacheCounters:
     load_back_mamba: int = 0
     load_backs_failed: int = 0
     load_back_duplicate_pages: int = 0
+    load_back_duplicate_swa_pages: int = 0
+    load_back_duplicate_mamba: int = 0
     load_back_joins: int = 0
     backups: int = 0
     backup_pages: int = 0
     backups_refused: int = 0
     backups_failed: int = 0
+    backup_duplicate_pages: int = 0
+    backup_duplicate_swa_pages: int = 0
+    backup_duplicate_mamba: int = 0
     aux_backups: int = 0
     device_evictions: int = 0
     full_pages_evicted: int = 0
@@ -48,6 +61,9 @@ class CacheCounters:
     reclaim_blocked: int = 0
     mamba_skipped: int = 0
     mamba_duplicates: int = 0
+    alloc_refused_full: int = 0
+    alloc_refused_swa: int = 0
+    alloc_refused_mamba: int = 0
     acks: int = 0
     stale_acks: int = 0
     duplicate_acks: int = 0

@@ -34,6 +34,11 @@ class LeaseOwner:
         self.node = node
         self._text = None
 
+    @property
+    def ticket_id(self) -> int | None:
+        """The ticket of a load-back or backup (flight-recorder lease events carry it); None for a lock."""
+        return None if self.kind is OwnerKind.LOCK else self.id
+
     def __str__(self) -> str:
         text = self._text
         if text is None:

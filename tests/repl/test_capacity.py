@@ -96,9 +96,9 @@ def test_refused_load_back_says_who_holds_the_room(repl: RunRepl) -> None:
     assert served["ticket"] is not None and served["full_tokens"] == 28
 
 
-def test_refused_load_back_with_room_does_not_blame_room(repl: RunRepl) -> None:
-    """A node cached without Mamba state is refused with the Full pool empty: the REPL says the
-    Full room was there (the cache's own reason comes with typed refusal reasons)."""
+def test_refused_load_back_without_mamba_state_names_missing_state(repl: RunRepl) -> None:
+    """A node cached without Mamba state is refused with the Full pool empty: the cache's reason
+    is missing Mamba state at that node, not device room."""
     run = repl("""\
         new --components full,mamba --transfer manual --device-tokens 32 --mamba-slots 8
         insert 21..24 --no-mamba
@@ -109,6 +109,8 @@ def test_refused_load_back_with_room_does_not_blame_room(repl: RunRepl) -> None:
         """)
     assert run.status == 0, run.failures()
     out = run.last("load-back")
-    assert out["ticket"] is None and out["room"]["kind"] == "room-available"
-    assert out["room"]["free"] == 32 and out["room"]["needed"] == 4
-    assert "has room (32 of 32 free for 4 pages)" in out["room_summary"]
+    node = out["anchor"]
+    assert out["ticket"] is None and out["room"] is None
+    assert out["why"]["kind"] == "missing_state" and out["why"]["component"] == "mamba"
+    assert out["why"]["nodes"] == [node] and out["why"]["op"] == "load_back"
+    assert "no mamba data on device or host" in out["reason"] and "room" not in out["reason"]

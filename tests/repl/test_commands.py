@@ -167,7 +167,8 @@ def test_load_back_reset_stale_ack_run_until(repl: RunRepl) -> None:
     lb, noop = run.of("load-back")
     assert lb["ticket"] == 2 and set(lb["leases"]) == {"full", "mamba"} and lb["full_tokens"] == 8
     assert lb["mamba_moved"] is True
-    assert noop["ticket"] is None and noop["reason"] == "nothing to move"
+    assert noop["ticket"] is None and noop["why"]["kind"] == "root" and noop["room"] is None
+    assert noop["reason"] == "load_back: the root holds no data; nothing to do"
     reset = run.last("reset")
     assert reset["epoch"] == 1 and [q["ticket"] for q in reset["quarantine"]] == [2]
     tickets = run.last("tickets")
@@ -256,7 +257,10 @@ def test_lease_and_history(repl: RunRepl) -> None:
     assert [e["kind"] for e in gone["history"]] == ["acquire", "release"]
     by_lease, by_ticket, by_path, by_id = run.of("history")
     assert [e["lease"] for e in by_lease["events"]] == [1, 1]
-    assert {e["lease"] for e in by_ticket["events"]} == {1, 2}
+    assert {e["lease"] for e in by_ticket["events"] if e["kind"] != "ack"} == {1, 2}
+    assert all(e["ticket"] == 1 for e in by_ticket["events"])
+    acks = [e for e in by_ticket["events"] if e["kind"] == "ack"]
+    assert len(acks) == 1 and acks[0]["generation"] == 0 and acks[0]["nodes"] == [2]
     assert len(by_path["events"]) == 2 and by_path["target"] == {"node": 2}
     assert by_id["events"][-2:] == by_path["events"]
     assert run.last("lease")["error"]["type"] == "UnknownNameError"
@@ -388,7 +392,9 @@ def test_history_filters_combine(repl: RunRepl) -> None:
     loads = run.of("load-back")
     assert by_ticket["target"] == {"ticket": 3}
     t3 = {loads[0]["leases"]["full"], loads[0]["leases"]["mamba"]}
-    assert by_ticket["events"] and {e["lease"] for e in by_ticket["events"]} == t3
+    assert by_ticket["events"] and {e["lease"] for e in by_ticket["events"] if e["kind"] != "ack"} == t3
+    assert [e["kind"] for e in by_ticket["events"]].count("ack") == 1
+    assert all(e["ticket"] == 3 for e in by_ticket["events"])
     assert mamba_node["target"] == {"node": 2, "component": "mamba"}
     assert mamba_node["events"] and all(e["component"] == "mamba" and 2 in e["nodes"] for e in mamba_node["events"])
     assert narrowed["target"] == {"ticket": 3, "node": 2, "kind": "acquire"}

@@ -46,8 +46,9 @@ def test_scripts_cover_every_command() -> None:
     assert set(REGISTRY) - failed - no_arguments == set()
 
 
-def test_error_forms_fail_with_their_types(repl: RunRepl) -> None:
+def test_error_forms_fail_with_their_types(repl: RunRepl, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`error_forms.repl`: each '!' line fails with the error class that names what went wrong."""
+    monkeypatch.chdir(tmp_path)
     run = repl((SCRIPTS / "error_forms.repl").read_text(encoding="utf-8"))
     assert run.status == 0
     errors = [(e["cmd"], e["error"]["type"]) for e in run.out if not e["ok"]]
@@ -67,11 +68,13 @@ def test_error_forms_fail_with_their_types(repl: RunRepl) -> None:
         ("insert", "CapacityError"), ("insert", "CapacityError"),
         ("leases", "CommandSyntaxError"), ("events", "CommandSyntaxError"), ("tree", "UnknownNameError"),
         ("pins", "UnknownNameError"), ("dot", "UnknownNameError"), ("dump", "CommandSyntaxError"),
+        ("dot", "OutputPathError"), ("dump", "OutputPathError"), ("dump", "OutputPathError"),
         ("withhold", "NeedsManualTransferError"),
     ]
     refused = [e for e in run.of("insert") if not e["ok"] and e["error"]["type"] == "CapacityError"]
     assert [e["error"]["reason"]["kind"] for e in refused] == ["in-flight", "too-large"]
     assert all("everything left is pinned" not in e["error"]["message"] for e in refused)
+    assert not Path("no-such-directory").exists()
 
 
 def test_production_crash_pins(repl: RunRepl) -> None:

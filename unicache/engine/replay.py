@@ -368,6 +368,12 @@ def build_report(opts: ReplayOptions, trace: Trace, sched: Scheduler, wall: floa
         "mamba_skipped": c.mamba_skipped,
         "evict_blocked": c.evict_blocked,
         "reclaim_blocked": c.reclaim_blocked,
+        "duplicates": {
+            "full_pages": c.duplicate_pages_freed + c.load_back_duplicate_pages + c.backup_duplicate_pages,
+            "swa_pages": c.load_back_duplicate_swa_pages + c.backup_duplicate_swa_pages,
+            "mamba_slots": c.mamba_duplicates,
+        },
+        "refusals": cache.reasons.counts(),
         "requests_per_second": round(finished / wall, 2) if wall > 0 else 0.0,
         "wall_seconds": round(wall, 3),
         "interrupted": False,

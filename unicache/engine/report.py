@@ -1,4 +1,9 @@
-"""The replay report: one flat JSON object of counts (plus nested detail) and its rich rendering."""
+"""The replay report: one flat JSON object of counts (plus nested detail) and its rich rendering.
+
+`refusals` counts the cache's typed refusal and no-op reasons
+(`unicache.reasons`) per `op:kind[:component]`; `duplicates` the copies
+freed because the data was already there, per component.
+"""
 
 from __future__ import annotations
 
@@ -86,6 +91,10 @@ def render_report(report: Report, console: Console) -> None:
         ("requests/s", report.get("requests_per_second"), ""),
         ("wall seconds", report.get("wall_seconds"), ""),
     ]
+    refusals = report.get("refusals")
+    if isinstance(refusals, dict):
+        rows[-2:-2] = [(f"  {key}", n, "") for key, n in refusals.items()]
+        rows.insert(len(rows) - 2 - len(refusals), ("refusals and no-ops (op:reason:component)", "", ""))
     for name, value, extra in rows:
         style = None
         if name in ("leaked leases", "corruptions", "errors") and value != 0:

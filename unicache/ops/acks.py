@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.errors import UnknownTicketError
+from unicache.reasons import Reason, ReasonKind
 from unicache.results import Completion, TicketStatus
 from unicache.tickets import BackupTicket, LoadBack
 from unicache.transfer.base import Ack, JobKind
@@ -44,7 +45,12 @@ def in_flight(cache: UniCache) -> int:
 
 
 def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
-    """Settle what `ack` names (appending its completions to `out`), or count it as stale."""
+    """Settle what `ack` names (appending its completions to `out`), or count it as stale.
+
+    Every ack is in the flight recorder with its ticket, nodes and own
+    generation: `ack` (ok), `failed-transfer`, `stale-ack`, `duplicate-ack`;
+    a stale or duplicate one also notes its `Reason`.
+    """
     c = cache.counters
     tid = ack.ticket
     gen = ack.generation
@@ -56,6 +62,8 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
         out.append(Completion(tid, gen, JobKind.LOAD_BACK, lb.status, lb.node.id))
         for j in joiners:
             out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, j.status, j.node.id))
+        if ack.ok:
+            _record_ok(cache, ack, JobKind.LOAD_BACK, lb.node.id, [j.id for j in joiners])
         return
     bt = table.acked_backup(tid, gen)
     if bt is not None:
@@ -63,6 +71,8 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
         _count(cache, ack, node_id)
         status = cache._settle_backup(bt, ack.ok)
         out.append(Completion(tid, gen, JobKind.BACKUP, status, node_id))
+        if ack.ok:
+            _record_ok(cache, ack, JobKind.BACKUP, node_id, [])
         return
     q = table.take_quarantined(tid, gen)
     if q is not None:
@@ -71,10 +81,7 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
             cache.pools.pool(op.component, op.dst_tier).alloc.release_quarantine(op.dst)
         qt = q.ticket
         c.stale_acks += 1
-        cache.ledger.record(
-            EventKind.STALE_ACK, ticket=tid,
-            detail=f"generation {gen} < epoch {cache.ledger.epoch}: quarantine released",
-        )
+        _stale(cache, ack, (qt.node.id,), f"generation {gen} < epoch {cache.ledger.epoch}: quarantine released")
         if type(qt) is BackupTicket:
             qt.close()
             out.append(Completion(tid, gen, JobKind.BACKUP, TicketStatus.STALE, None))
@@ -98,11 +105,32 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
         )
     if gen < cache.ledger.epoch:
         c.stale_acks += 1
-        detail = f"stale: generation {gen} < epoch {cache.ledger.epoch}"
-    else:
-        c.duplicate_acks += 1
-        detail = "duplicate: ticket already settled"
-    cache.ledger.record(EventKind.STALE_ACK, ticket=tid, detail=detail)
+        _stale(cache, ack, (), f"stale: generation {gen} < epoch {cache.ledger.epoch}")
+        return
+    c.duplicate_acks += 1
+    cache.reasons.note(Reason("ack", ReasonKind.DUPLICATE_ACK, tickets=(tid,), generation=gen))
+    cache.ledger.record(
+        EventKind.DUPLICATE_ACK, ticket=tid, generation=gen,
+        detail=f"duplicate: ticket already settled ({'ok' if ack.ok else 'failed'} ack ignored)",
+    )
+
+
+def _stale(cache: UniCache, ack: Ack, nodes: tuple[int, ...], detail: str) -> None:
+    cache.reasons.note(
+        Reason("ack", ReasonKind.STALE_ACK, nodes=nodes, tickets=(ack.ticket,), generation=ack.generation)
+    )
+    cache.ledger.record(
+        EventKind.STALE_ACK, ticket=ack.ticket, nodes=nodes, generation=ack.generation, detail=detail
+    )
+
+
+def _record_ok(cache: UniCache, ack: Ack, kind: JobKind, node_id: int, joiners: list[int]) -> None:
+    if cache.ledger.history:
+        rider = f"; joiners {', '.join(f'T{j}' for j in joiners)} settled with it" if joiners else ""
+        cache.ledger.record(
+            EventKind.ACK, ticket=ack.ticket, nodes=(node_id,), generation=ack.generation,
+            detail=f"ok: {kind.value} settled{rider}",
+        )
 
 
 def _count(cache: UniCache, ack: Ack, node_id: int) -> None:
@@ -112,7 +140,7 @@ def _count(cache: UniCache, ack: Ack, node_id: int) -> None:
     if not ack.ok:
         c.failed_acks += 1
         cache.ledger.record(
-            EventKind.FAILED_TRANSFER, ticket=ack.ticket, nodes=(node_id,),
+            EventKind.FAILED_TRANSFER, ticket=ack.ticket, nodes=(node_id,), generation=ack.generation,
             detail=ack.detail or "copy failed",
         )
 

@@ -180,6 +180,7 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> TicketStatus:
                     cache._stores[FULL].lru_host.push(x)
             else:
                 fh.free(pages)
+                cache.counters.backup_duplicate_pages += len(pages)
         x = x.parent
     if ok:
         if t.swa_segments:
@@ -193,6 +194,8 @@ def settle_backup(cache: UniCache, t: BackupTicket, ok: bool) -> TicketStatus:
                     lru.push(node)
                 else:
                     mh.free([slot])
+                    cache.counters.backup_duplicate_mamba += 1
+                    cache.counters.mamba_duplicates += 1
         t.status = status = TicketStatus.DONE
     else:
         fh.free(dst)
@@ -219,3 +222,4 @@ def publish_swa_host(cache: UniCache, bottom: Node, segments: list[HostSegment])
             lru.push(x)
         else:
             sh.free(part)
+            cache.counters.backup_duplicate_swa_pages += len(part)

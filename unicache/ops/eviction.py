@@ -8,6 +8,7 @@ from leases import EventKind
 
 from unicache.components.full import is_device_leaf
 from unicache.components.markers import FULL, MAMBA, SWA_IDX
+from unicache.reasons import Reason, ReasonKind
 from unicache.tree.node import Node
 from unicache.tree.pins import has_pins
 
@@ -79,18 +80,20 @@ def evict_dev_full(cache: UniCache, n: int) -> int:
 
 
 def blocked(cache: UniCache, node: Node, component: str, tier: str) -> None:
-    """Count a pinned eviction candidate and record it in the flight recorder."""
+    """Count a pinned eviction candidate, note its `PINNED` reason and record it in the flight recorder."""
     cache.counters.evict_blocked += 1
+    ids = tuple(
+        lease_id
+        for store in cache.stores
+        if (p := store.pins(node)) is not None
+        for lease_id in p.ids()
+    )
+    op = "evict" if tier == "device" else "evict_host"
+    cache.reasons.note(Reason(op, ReasonKind.PINNED, component.lower(), (node.id,), leases=ids))
     if cache.ledger.history:
-        ids = [
-            lease_id
-            for store in cache.stores
-            if (p := store.pins(node)) is not None
-            for lease_id in p.ids()
-        ]
         cache.ledger.record(
             EventKind.EVICT_BLOCKED, nodes=(node.id,), component=component,
-            detail=f"pinned by leases {ids} (tier {tier})",
+            detail=f"pinned by leases {list(ids)} (tier {tier})",
         )
 
 

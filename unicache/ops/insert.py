@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NoReturn
 from unicache.components.markers import FULL, MAMBA, SWA_IDX, Mamba
 from unicache.errors import InvalidArgumentError, InvalidSlotError
 from unicache.pools.allocator import SlotAllocator
+from unicache.reasons import Reason, ReasonKind
 from unicache.results import InsertResult, MambaOutcome
 from unicache.transfer.base import CopyOp, Tier
 from unicache.tree.node import TOKEN_BYTES, Node, encode_tokens
@@ -226,6 +227,7 @@ def insert_mamba(cache: UniCache, node: Node, slot: int, donate: bool) -> MambaO
             md.free([slot])
         if node.parent is not None:
             c.mamba_duplicates += 1
+            cache.reasons.note(Reason("insert", ReasonKind.DUPLICATE, "mamba", (node.id,), free=int(donate)))
             return "duplicate"
         return "none"
     if donate:
@@ -235,6 +237,7 @@ def insert_mamba(cache: UniCache, node: Node, slot: int, donate: bool) -> MambaO
     got = cache._alloc_dev(MAMBA, 1)
     if got is None:
         c.mamba_skipped += 1
+        cache.reasons.note(cache._no_room_reason("insert", MAMBA, 1, (node.id,)))
         return "skipped"
     cache.pools.copy(CopyOp(Mamba, Tier.DEVICE, Tier.DEVICE, [slot], got))
     node.dev_mamba = got[0]

@@ -9,6 +9,7 @@ from unicache.components.full import evicted_chain
 from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
 from unicache.components.swa import window_nodes
 from unicache.owners import LeaseOwner, OwnerKind
+from unicache.reasons import Reason, ReasonKind
 from unicache.results import TicketStatus
 from unicache.tickets import LoadBack, LoadBackTicket, Segment, segment_parts
 from unicache.transfer.base import CopyOp, JobKind, Tier, TransferJob
@@ -24,33 +25,38 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
 
     One lease per component that moves data is taken *before* device
     pages are allocated, so the eviction that allocation may run never
-    touches what this load-back reads nor the anchor's path.
+    touches what this load-back reads nor the anchor's path. Every None
+    notes its `Reason` (root, nothing to move, missing state, no device
+    room) on `cache.reasons`.
     """
     cache._check_node(anchor)
     c = cache.counters
     if anchor.parent is None:
         c.load_backs_noop += 1
+        cache.reasons.note(Reason("load_back", ReasonKind.ROOT, nodes=(anchor.id,)))
         return None
     chain, top = evicted_chain(anchor)
     win: list[Node] = []
     swa_move: list[Node] = []
     if cache._swa:
         win = window_nodes(anchor, cache._window)
-        for x in win:
-            if x.dev_swa is None:
-                if x.host_swa_pages is None:
-                    c.load_backs_refused += 1
-                    return None
-                swa_move.append(x)
+        lost = [x.id for x in win if x.dev_swa is None and x.host_swa_pages is None]
+        if lost:
+            c.load_backs_refused += 1
+            cache.reasons.note(Reason("load_back", ReasonKind.MISSING_STATE, "swa", tuple(lost)))
+            return None
+        swa_move = [x for x in win if x.dev_swa is None]
         swa_move.reverse()
     mamba_move = False
     if cache._mamba and anchor.dev_mamba is None:
         if anchor.host_mamba is None:
             c.load_backs_refused += 1
+            cache.reasons.note(Reason("load_back", ReasonKind.MISSING_STATE, "mamba", (anchor.id,)))
             return None
         mamba_move = True
     if not chain and not swa_move and not mamba_move:
         c.load_backs_noop += 1
+        cache.reasons.note(Reason("load_back", ReasonKind.NOTHING_TO_MOVE, nodes=(anchor.id,)))
         return None
     copy = None
     if anchor.pins_full is not None or anchor.pins_swa is not None or anchor.pins_mamba is not None:
@@ -72,13 +78,15 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
     full_dst: list[int] | None = []
     swa_dst: list[int] | None = []
     mamba_dst: list[int] | None = []
+    full_n = swa_n = 0
     if chain:
         src = array("i")
         for x in chain:
             hf = x.host_pages
             assert hf is not None, x.id
             src += hf
-        full_dst = cache._alloc_dev(FULL, len(src))
+        full_n = len(src)
+        full_dst = cache._alloc_dev(FULL, full_n)
         if full_dst is not None:
             copies.append(CopyOp(Full, Tier.HOST, Tier.DEVICE, src, full_dst))
             ticket.full_start = chain[0].start
@@ -90,7 +98,8 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
             hs = x.host_swa_pages
             assert hs is not None, x.id
             ssrc += hs
-        swa_dst = cache._alloc_dev(SWA_IDX, len(ssrc))
+        swa_n = len(ssrc)
+        swa_dst = cache._alloc_dev(SWA_IDX, swa_n)
         if swa_dst is not None:
             copies.append(CopyOp(SWA, Tier.HOST, Tier.DEVICE, ssrc, swa_dst))
             segs: list[Segment] = []
@@ -110,6 +119,9 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
             ticket.mamba_dst = mamba_dst[0]
             ticket.mamba_moved = True
     if full_dst is None or swa_dst is None or mamba_dst is None:
+        i = FULL if full_dst is None else SWA_IDX if swa_dst is None else MAMBA
+        needed = full_n if full_dst is None else swa_n if swa_dst is None else 1
+        cache.reasons.note(cache._no_room_reason("load_back", i, needed, (anchor.id,)))
         if full_dst:
             cache._fd.free(full_dst)
         if swa_dst:
@@ -168,6 +180,8 @@ def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:
                 cache._stores[MAMBA].lru_device.push(anchor)
             else:
                 md.free([t.mamba_dst])
+                cache.counters.load_back_duplicate_mamba += 1
+                cache.counters.mamba_duplicates += 1
         t.status = TicketStatus.DONE
     else:
         if t.full_dst:
@@ -257,3 +271,4 @@ def publish_swa_device(cache: UniCache, bottom: Node, segments: list[Segment]) -
             lru.push(x)
         else:
             sd.free(part)
+            cache.counters.load_back_duplicate_swa_pages += len(part)

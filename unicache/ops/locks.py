@@ -10,6 +10,7 @@ from unicache.components.full import deepest_device
 from unicache.components.markers import SWA, Full, Mamba
 from unicache.components.swa import window_nodes
 from unicache.owners import LeaseOwner, OwnerKind
+from unicache.reasons import Reason, ReasonKind
 from unicache.tickets import LockReceipt
 from unicache.tree.node import Node
 from unicache.tree.pins import pins_full, pins_mamba, pins_swa
@@ -19,7 +20,11 @@ if TYPE_CHECKING:
 
 
 def lock(cache: UniCache, node: Node) -> LockReceipt:
-    """Lock the path ending at `node` (its device-resident part) for a running request."""
+    """Lock the path ending at `node` (its device-resident part) for a running request.
+
+    A path with nothing on device gives a 0-token receipt and notes a
+    `HOST_ONLY` (or `ROOT`) reason on `cache.reasons`.
+    """
     cache._check_node(node)
     end = deepest_device(node)
     rid = next(cache._receipt_ids)
@@ -28,6 +33,8 @@ def lock(cache: UniCache, node: Node) -> LockReceipt:
     owner = LeaseOwner(OwnerKind.LOCK, rid)
     ledger = cache.ledger
     if end.parent is None:
+        kind = ReasonKind.ROOT if node.parent is None else ReasonKind.HOST_ONLY
+        cache.reasons.note(Reason("lock", kind, nodes=(node.id,)))
         return LockReceipt(rid, end, 0, epoch, None, None, None, owner, ledger, cache._name)
     end.last_access = cache._tick()
     full = ledger.acquire(Full, owner=owner, pins=(pins_full(end),))

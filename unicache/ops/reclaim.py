@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.components.full import is_device_leaf
+from unicache.reasons import Reason, ReasonKind
 
 if TYPE_CHECKING:
     from unicache.cache import UniCache
@@ -36,6 +37,9 @@ def reclaim_host_duplicates(cache: UniCache, n: int) -> int:
             if p is not None and p:
                 if not spare_leaves:
                     c.reclaim_blocked += 1
+                    cache.reasons.note(
+                        Reason("reclaim", ReasonKind.PINNED, "full", (node.id,), leases=tuple(p.ids()))
+                    )
                     cache.ledger.record(
                         EventKind.RECLAIM_BLOCKED, nodes=(node.id,), component="Full",
                         detail=f"Full host copy pinned by leases {p.ids()}",

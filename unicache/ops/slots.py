@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from unicache.components.markers import FULL, MAMBA, Component, Full
 from unicache.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
+from unicache.reasons import Reason, no_room
 from unicache.transfer.base import Tier
 from unicache.tree.node import Node
 
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
 def alloc_device(cache: UniCache, component: type, n: int) -> list[int] | None:
     """`n` device pages (Full/SWA) or Mamba slots for a request, evicting on shortfall.
 
-    None when even eviction cannot make room (everything left is pinned).
-    The slots belong to the caller until it donates them to `insert` or
+    None when even eviction cannot make room (what is left is pinned,
+    quarantined or under in-flight copies): counted per component
+    (`alloc_refused_*`; a Mamba slot also as `mamba_skipped`) and noted as
+    a `NO_DEVICE_ROOM` reason. The slots belong to the caller until it donates them to `insert` or
     hands them back with `free_device`.
     """
     i = cache._cidx(component)
@@ -32,7 +35,27 @@ def alloc_device(cache: UniCache, component: type, n: int) -> list[int] | None:
     if got is None:
         cache._evict_dev(i, n - alloc.free_count)
         got = alloc.alloc_lent(n)
+        if got is None:
+            _refused(cache, i, n, alloc.free_count)
     return got
+
+
+def _refused(cache: UniCache, i: int, n: int, free: int) -> None:
+    c = cache.counters
+    if i == FULL:
+        c.alloc_refused_full += 1
+    elif i == MAMBA:
+        c.alloc_refused_mamba += 1
+        c.mamba_skipped += 1
+    else:
+        c.alloc_refused_swa += 1
+    cache.reasons.note(no_room_reason(cache, "alloc_device", i, n, ()))
+
+
+def no_room_reason(cache: UniCache, op: str, i: int, needed: int, nodes: tuple[int, ...]) -> Reason:
+    """A `NO_DEVICE_ROOM` reason for component index `i` (see `unicache.reasons.no_room`)."""
+    store = cache._stores[i]
+    return no_room(op, store.marker, store.device, cache.ticket_table.live(), needed, nodes)
 
 
 def free_device(cache: UniCache, component: type, slots: Sequence[int]) -> None:

@@ -151,18 +151,28 @@ def _evict(d: JSONObject) -> RenderableType:
                      for x in _list(d.get("in_flight")))
     copies = f"; rows under in-flight copies: {held}" if held else ""
     return Text(f"evicted {d['freed']} {d['component']} {d['tier']} (asked {d['requested']}; "
-                f"{d['blocked']} pinned candidates skipped{flushed}){backups}{copies}")
+                f"{d['blocked']} pinned candidates skipped{flushed}){backups}{copies}{_pinned_text(d)}")
 
 
 @_renders("reclaim")
 def _reclaim(d: JSONObject) -> RenderableType:
-    return Text(f"reclaimed {d['freed']} Full host pages ({d['blocked']} skipped: Full-pinned)")
+    return Text(f"reclaimed {d['freed']} Full host pages ({d['blocked']} skipped: Full-pinned){_pinned_text(d)}")
+
+
+def _pinned_text(d: JSONObject) -> str:
+    rows = _list(d.get("pinned"))
+    if not rows:
+        return ""
+    by = "; ".join(f"#{_obj(x)['node']} {_obj(x)['component']} by "
+                   f"{', '.join(f'L{i}' for i in _list(_obj(x)['leases']))}" for x in rows)
+    return f"; pinned: {by}"
 
 
 @_renders("load-back")
 def _load_back(d: JSONObject) -> RenderableType:
     if d["ticket"] is None:
-        room = f" ({d['room_summary']})" if isinstance(d.get("room_summary"), str) else ""
+        summary = d.get("room_summary")
+        room = f" ({summary})" if isinstance(summary, str) and summary != d["reason"] else ""
         return Text(f"no load-back at #{d['anchor']}: {d['reason']}{room}")
     moves = [f"{d['full_tokens']} full tokens"]
     if d.get("swa_tokens"):
@@ -378,7 +388,7 @@ def _events_table(events: list[JSON], title: str = "") -> Table:
     for item in events:
         x = _obj(item)
         kind = str(x["kind"])
-        style = {"leak": "bold red", "stale-ack": "yellow", "failed-transfer": "red", "revoke": "yellow",
+        style = {"leak": "bold red", "stale-ack": "yellow", "duplicate-ack": "yellow", "failed-transfer": "red", "revoke": "yellow",
                  "stale": "yellow", "evict-blocked": "magenta", "reclaim-blocked": "magenta"}.get(kind, "")
         lease = x.get("lease")
         table.add_row(_t(x["seq"]), _t(x["step"]), _t(kind, style), _t(None if lease is None else f"L{lease}"),

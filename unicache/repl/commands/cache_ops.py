@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from unicache.dump.schema import JSON, DumpTicket, JSONObject
 from unicache.repl.commands.base import Needs, command
-from unicache.repl.commands.capacity import describe_shortfall, host_only_rows
+from unicache.reasons import Reason, ReasonKind
+from unicache.repl.commands.capacity import describe_shortfall
 from unicache.repl.errors import CapacityError, CommandSyntaxError, HostOnlyNodeError, NeedsLiveCacheError, UnknownNameError
 from unicache.repl.options import add_cache_options, config_from
 from unicache.repl.parser import Args, ReplArgumentParser
@@ -71,6 +72,7 @@ def cmd_insert(s: Session, a: Args) -> JSONObject:
     from unicache.transfer.base import Tier
 
     cache = s.live("insert")
+    mark = cache.reasons.mark()
     oracle = s.oracle
     if oracle is None:
         raise NeedsLiveCacheError("insert", s.source, "needs a fresh cache ('new'): in trace mode the replay's "
@@ -129,6 +131,8 @@ def cmd_insert(s: Session, a: Args) -> JSONObject:
         "duplicate_pages_freed": res.duplicate_pages_freed,
         "mamba": res.mamba if cache.config.mamba else None,
         "mamba_slot_unavailable": mamba_unavailable,
+        "mamba_reason": next((r.summary for r in reversed(cache.reasons.since(mark)) if r.component == "mamba"),
+                             None),
         "prefix_missing": res.prefix_missing,
     }
 
@@ -293,6 +297,7 @@ def cmd_evict(s: Session, a: Args) -> JSONObject:
         raise CommandSyntaxError("evict", f"N must be >= 0, got {n}")
     comp = {"full": Full, "swa": SWA, "mamba": Mamba}[comp_name]
     blocked = cache.counters.evict_blocked
+    mark = cache.reasons.mark()
     before = {t.id for t in s.view().tickets}
     if s.manual is not None:
         s.manual.take_flushed()  # flushes of earlier commands (an insert's eviction) are not this one's
@@ -308,6 +313,7 @@ def cmd_evict(s: Session, a: Args) -> JSONObject:
         "requested": n,
         "freed": freed,
         "blocked": cache.counters.evict_blocked - blocked,
+        "pinned": _pinned(cache.reasons.since(mark)),
         "flushed": list(flushed),
         "backups_started": list(started),
         "in_flight": _rows_under_copies(live, comp_name, tier),
@@ -352,8 +358,20 @@ def cmd_reclaim(s: Session, a: Args) -> JSONObject:
     if n < 0:
         raise CommandSyntaxError("reclaim", f"N must be >= 0, got {n}")
     blocked = cache.counters.reclaim_blocked
+    mark = cache.reasons.mark()
     freed = cache.reclaim_host_duplicates(n)
-    return {"requested": n, "freed": freed, "blocked": cache.counters.reclaim_blocked - blocked}
+    return {"requested": n, "freed": freed, "blocked": cache.counters.reclaim_blocked - blocked,
+            "pinned": _pinned(cache.reasons.since(mark))}
+
+
+def _pinned(reasons: list[Reason]) -> list[JSON]:
+    """The pinned candidates an eviction or reclaim skipped: node, component, the leases pinning it."""
+    out: list[JSON] = []
+    for r in reasons:
+        if r.kind is ReasonKind.PINNED:
+            leases: list[JSON] = [*r.leases]
+            out.append({"node": r.nodes[0], "component": r.component, "leases": leases})
+    return out
 
 
 @command("load-back", "start a host->device load-back at an anchor (a ticket)", Needs.LIVE, "cache", _p_node)
@@ -367,16 +385,10 @@ def cmd_load_back(s: Session, a: Args) -> JSONObject:
     """
     cache = s.live("load-back")
     node = s.live_node("load-back", a.get_str("node"))
-    refused = cache.counters.load_backs_refused
+    mark = cache.reasons.mark()
     t = cache.load_back(node)
     if t is None:
-        if cache.counters.load_backs_refused == refused:
-            return {"anchor": node.id, "ticket": None, "reason": "nothing to move", "room": None}
-        s.invalidate()
-        view = s.view()
-        room = describe_shortfall(view, "full", "device", host_only_rows(view, node.id))
-        return {"anchor": node.id, "ticket": None, "reason": "refused: no device room", "room": room.to_json(),
-                "room_summary": room.summary}
+        return _refusal(s, node.id, cache.reasons.since(mark))
     out: JSONObject = {
         "anchor": node.id,
         "ticket": t.id,
@@ -388,6 +400,31 @@ def cmd_load_back(s: Session, a: Args) -> JSONObject:
     }
     s.generations[t.id] = t.generation
     s.tickets[t.id] = t
+    return out
+
+
+def reason_json(r: Reason) -> JSONObject:
+    """A cache `Reason` as REPL JSON (the same keys as `Reason.to_json`)."""
+    nodes: list[JSON] = [*r.nodes]
+    leases: list[JSON] = [*r.leases]
+    tickets: list[JSON] = [*r.tickets]
+    return {"op": r.op, "kind": r.kind.value, "component": r.component, "nodes": nodes, "needed": r.needed,
+            "free": r.free, "leases": leases, "tickets": tickets, "generation": r.generation,
+            "quarantined": r.quarantined, "summary": r.summary}
+
+
+def _refusal(s: Session, anchor: int, reasons: list[Reason]) -> JSONObject:
+    """A load-back that returned None: the cache's reason (`why`); for a full pool, `room` says who
+    holds its rows and `reason` is that summary, else `reason` is the cache's own."""
+    why = reasons[-1]
+    out: JSONObject = {"anchor": anchor, "ticket": None, "reason": why.summary, "why": reason_json(why),
+                       "room": None}
+    if why.kind is ReasonKind.NO_DEVICE_ROOM and why.component is not None:
+        s.invalidate()
+        room = describe_shortfall(s.view(), why.component, "device", why.needed)
+        out["reason"] = room.summary
+        out["room"] = room.to_json()
+        out["room_summary"] = room.summary
     return out
 
 

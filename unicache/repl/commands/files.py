@@ -37,7 +37,7 @@ def _p_dot(p: ReplArgumentParser) -> None:
 def cmd_dot(s: Session, a: Args) -> JSONObject:
     """Write the tree (or the subtree below --node) as a Graphviz digraph: nodes labelled with their
     span, tokens, residency and pinning leases, filled by how many components pin them.
-    Render with: dot -Tsvg FILE -o tree.svg"""
+    Render with: dot -Tsvg FILE -o tree.svg. FILE's directory must exist (OutputPathError otherwise)."""
     view = s.view()
     node = a.opt_str("node")
     top = s.node_id(node) if node is not None else None
@@ -62,7 +62,7 @@ def _p_dump(p: ReplArgumentParser) -> None:
 @command("dump", "write a crash dump of the current state", Needs.VIEW, "files", _p_dump)
 def cmd_dump(s: Session, a: Args) -> JSONObject:
     """Write the current state as a crash dump (the format 'unicache repl --dump' opens). On a
-    loaded dump, writes that dump again."""
+    loaded dump, writes that dump again. The directory must exist (OutputPathError otherwise)."""
     from unicache.dump.writer import capture, write_document
 
     target = a.get_str("file")

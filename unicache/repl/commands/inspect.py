@@ -132,14 +132,14 @@ def _events_for(view: CrashDump, *, lease: int | None = None, node: int | None =
             continue
         if node is not None and node not in e.nodes:
             continue
-        if ticket is not None and e.ticket != ticket and not _owner_names_ticket(e.owner, ticket):
+        if ticket is not None and e.ticket != ticket and not (e.ticket is None and _owner_names_ticket(e.owner, ticket)):
             continue
         out.append(e)
     return out
 
 
 def _owner_names_ticket(owner: str | None, ticket: int) -> bool:
-    """Lease events of a ticket's leases carry the ticket in the owner ("load-back#7@12")."""
+    """Dumps written before lease events carried their ticket: the owner names it ("load_back#7@12")."""
     if owner is None:
         return False
     head = owner.split("@", 1)[0]
@@ -260,8 +260,9 @@ def _known_node(s: Session, view: CrashDump, text: str) -> int:
 
 def _p_events(p: ReplArgumentParser) -> None:
     p.add_argument("--last", type=int, default=30, help="newest N events (default 30; 0 = all)")
-    p.add_argument("--kind", default=None, help="acquire, release, revoke, stale, leak, pin, unpin, epoch, "
-                                                 "stale-ack, failed-transfer, evict-blocked, reclaim-blocked, note")
+    p.add_argument("--kind", default=None, help="acquire, release, revoke, stale, leak, pin, unpin, epoch, ack, "
+                                                 "stale-ack, duplicate-ack, failed-transfer, evict-blocked, "
+                                                 "reclaim-blocked, note")
     p.add_argument("--component", default=None, help="full, swa or mamba")
 
 
