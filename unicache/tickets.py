@@ -241,14 +241,15 @@ class LoadBack(_Ticket):
     @consumes
     def close(self) -> None:
         """Release this record's leases and close every joiner riding on its copy (each once)."""
+        self.copy = None
         riders = self.joiners
         self.joiners = None
-        self.copy = None
-        _release(self)
         if riders is not None:
-            for j in riders:
+            while riders:
+                j = riders.pop(0)
                 j.copy = None
                 j.close()
+        _release(self)
 
     def __repr__(self) -> str:
         return (
