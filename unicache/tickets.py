@@ -21,7 +21,7 @@ from unicache.tree.node import Node
 from unicache.tree.pins import drop_empty
 
 if TYPE_CHECKING:
-    from unicache.components.markers import SWA, Full, Mamba
+    from unicache.markers import SWA, Full, Mamba
 
 Segment = tuple[int, list[int]]
 """(start token position, device pages): the pages of a contiguous token range, one per page."""

@@ -97,7 +97,7 @@ def test_ownership_check_catches_a_dropped_receipt() -> None:
 
 def test_ownership_check_catches_slots_the_cache_lends_to_nobody() -> None:
     cache = make_cache(device_tokens=256)
-    from unicache.components.markers import Full
+    from unicache.markers import Full
 
     sched = Scheduler(cache, tiny_trace(1).requests, model=model_for(cache.config))
     stray = cache.alloc_device(Full, 2)

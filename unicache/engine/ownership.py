@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.engine.errors import InvariantError
 from unicache.engine.holdings import Holdings
 from unicache.engine.request import Request

@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from leases import Borrowed
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.engine.config import EngineConfig
 from unicache.engine.datapath import DataPath
 from unicache.engine.errors import EngineError

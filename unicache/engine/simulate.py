@@ -32,7 +32,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.config import CacheConfig, WritePolicy
 from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump

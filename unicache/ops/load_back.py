@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from leases import Borrowed
 
 from unicache.components.full import evicted_chain
-from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
 from unicache.components.swa import window_nodes
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.results import TicketStatus
