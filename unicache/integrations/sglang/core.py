@@ -37,7 +37,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core import (
 )
 from sglang.srt.mem_cache.radix_cache import RadixKey
 
-from unicache.markers import SWA, Full, Mamba
+from unicache.components.markers import SWA, Full, Mamba
 from unicache.integrations.sglang.errors import (
     LeaseCoreError,
     LeaseSanityError,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from leases import Held, Lease, consumes, linear
 
-from unicache.markers import SWA, Full, Mamba
+from unicache.components.markers import SWA, Full, Mamba
 
 
 @linear

@@ -8,7 +8,7 @@ from leases import PinSet
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeNode
 
-from unicache.markers import SWA, Full, Mamba
+from unicache.components.markers import SWA, Full, Mamba
 from unicache.integrations.sglang.errors import PinFieldWriteError
 from unicache.integrations.sglang.loadback import LoadBack
 
