@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from unicache.components.markers import COMPONENTS, SWA, Component, Full, Mamba
+from unicache.markers import COMPONENTS, SWA, Component, Full, Mamba
 from unicache.config import CacheConfig, WritePolicy
 from unicache.counters import CacheCounters
 from unicache.errors import (

@@ -13,7 +13,7 @@ from itertools import count
 from leases import LeaseLedger, Mailbox
 
 from unicache.components.full import FullStore
-from unicache.components.markers import (
+from unicache.markers import (
     FULL,
     MAMBA,
     SWA,

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from unicache.components.markers import SWA, Component, Full, Mamba
+from unicache.markers import SWA, Component, Full, Mamba
 from unicache.errors import ConfigError
 
 WritePolicy = Literal["write_through", "write_back"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from leases import PinSet
 
 from unicache.components.full import is_device_leaf
-from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
 from unicache.errors import CacheError
 from unicache.owners import LeaseOwner
 from unicache.tickets import BackupTicket, LoadBack

@@ -13,9 +13,12 @@ from unicache.transfer.base import CopyOp
 
 @dataclass(slots=True)
 class QuarantineRecord:
-    """A ticket whose copy was still in flight at a reset; its slots wait for its stale ack."""
+    """A view of a ticket whose copy was still in flight at a reset; its slots wait for its stale ack.
 
-    ticket: Ticket
+    The ticket table owns the ticket; the record only lends it.
+    """
+
+    ticket: Borrowed[Ticket]
     generation: int
     copies: tuple[CopyOp, ...]
 
@@ -35,7 +38,7 @@ class TicketTable:
         self._ids = count(1)
         self._last = 0
         self._live: dict[int, Ticket] = {}
-        self._quarantine: dict[int, QuarantineRecord] = {}
+        self._quarantine: dict[int, Ticket] = {}
 
     def issue(self) -> int:
         """A fresh ticket id."""
@@ -60,7 +63,7 @@ class TicketTable:
         """The live ticket with this id (any generation), or None; the table keeps owning it."""
         return self._live.get(ticket)
 
-    def load_back(self, ticket: int) -> LoadBack | None:
+    def load_back(self, ticket: int) -> Borrowed[LoadBack] | None:
         """The live load-back with this id, or None (the table keeps it)."""
         t = self._live.get(ticket)
         return t if type(t) is LoadBack else None
@@ -81,32 +84,38 @@ class TicketTable:
         del self._live[ticket]
         return t
 
-    def live(self) -> list[Ticket]:
+    def live(self) -> list[Borrowed[Ticket]]:
         """Live tickets, oldest first; a load-back that joined another follows the one it joined."""
-        out: list[Ticket] = []
+        out: list[Borrowed[Ticket]] = []
         for t in self._live.values():
             out.append(t)
             if type(t) is LoadBack and t.joiners:
                 out.extend(t.joiners)
         return out
 
-    def quarantine_all(self) -> list[Ticket]:
-        """Move every live ticket (each with a job) into quarantine; returns them."""
-        moved = list(self._live.values())
-        for t in moved:
-            job = t.job
-            assert job is not None, t.id
-            self._quarantine[t.id] = QuarantineRecord(t, t.generation, job.copies)
-        self._live.clear()
-        return moved
+    def quarantine_all(self) -> list[Borrowed[Ticket]]:
+        """Move every live ticket (each with a job) into quarantine; returns them (the table keeps them)."""
+        ids = list(self._live)
+        for tid in ids:
+            t = self._live.pop(tid)
+            assert t.job is not None, tid
+            self._quarantine[tid] = t
+        moved = set(ids)
+        return [t for tid, t in self._quarantine.items() if tid in moved]
 
-    def take_quarantined(self, ticket: int, generation: int) -> QuarantineRecord | None:
-        """Remove and return the quarantine record a stale ack names, or None."""
-        q = self._quarantine.get(ticket)
-        if q is None or q.generation != generation:
+    def take_quarantined(self, ticket: int, generation: int) -> Ticket | None:
+        """Move out the quarantined ticket a stale ack names (the caller settles it), or None."""
+        t = self._quarantine.get(ticket)
+        if t is None or t.generation != generation:
             return None
         del self._quarantine[ticket]
-        return q
+        return t
 
     def quarantined(self) -> list[QuarantineRecord]:
-        return list(self._quarantine.values())
+        """Views of the quarantined tickets, oldest first."""
+        out: list[QuarantineRecord] = []
+        for t in self._quarantine.values():
+            job = t.job
+            assert job is not None, t.id
+            out.append(QuarantineRecord(t, t.generation, job.copies))
+        return out

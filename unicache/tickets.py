@@ -21,7 +21,7 @@ from unicache.tree.node import Node
 from unicache.tree.pins import drop_empty
 
 if TYPE_CHECKING:
-    from unicache.components.markers import SWA, Full, Mamba
+    from unicache.markers import SWA, Full, Mamba
 
 Segment = tuple[int, list[int]]
 """(start token position, device pages): the pages of a contiguous token range, one per page."""
@@ -50,8 +50,8 @@ def segment_parts(
         x = x.parent
 
 
-def _release(holder: Borrowed[LockReceipt] | _Ticket) -> None:
-    """Release each lease `holder` still holds, once.
+def _release(holder: LockReceipt | _Ticket) -> None:
+    """Release each lease `holder` still holds, once (the holder's consuming methods call this).
 
     A pin set left empty is dropped from its node (it is created again on the
     next pin), so nodes pinned once do not keep an empty set for good.
@@ -144,10 +144,12 @@ class LockReceipt:
         _release(self)
 
 
+@linear
 class _Ticket:
-    """Fields shared by load-back and backup tickets (not linear by itself)."""
+    """Fields shared by load-back and backup tickets; `close` releases the leases, once."""
 
     __slots__ = (
+        "_lease_consumed_by",
         "id",
         "generation",
         "owner",
@@ -181,8 +183,9 @@ class _Ticket:
             out["Mamba"] = self.mamba.id
         return out
 
-    def release_leases(self) -> None:
-        """Release every lease still held (a revoked one settles as stale)."""
+    @consumes
+    def close(self) -> None:
+        """Release every lease still held (a revoked one settles as stale); the cache calls this at the ack."""
         _release(self)
 
 
@@ -193,8 +196,10 @@ class LoadBack(_Ticket):
     already being copied joins that copy instead (`copy` names the record
     whose job moves the bytes; that record lists its `joiners`): it holds
     its own leases, moves nothing, and settles with the same ack. The cache
-    keeps a record until the ack (or, after a reset, until the stale ack).
-    The caller holds the linear `LoadBackTicket` that refers to it.
+    keeps a record until the ack (or, after a reset, until the stale ack):
+    the ticket table owns it (a joiner is owned by the record it joined, in
+    `joiners`), and `close` at the ack consumes it with its joiners. The
+    caller's linear `LoadBackTicket` only borrows it.
     """
 
     __slots__ = (
@@ -209,7 +214,7 @@ class LoadBack(_Ticket):
     mamba_moved: bool
     mamba_dst: int | None
     abandoned: bool
-    copy: LoadBack | None
+    copy: Borrowed[LoadBack] | None
     joiners: list[LoadBack] | None
 
     def __init__(self, ticket_id: int, generation: int, anchor: Node, owner: LeaseOwner) -> None:
@@ -233,6 +238,19 @@ class LoadBack(_Ticket):
         self.copy = None
         self.joiners = None
 
+    @consumes
+    def close(self) -> None:
+        """Release this record's leases and close every joiner riding on its copy (each once)."""
+        self.copy = None
+        riders = self.joiners
+        self.joiners = None
+        if riders is not None:
+            while riders:
+                j = riders.pop(0)
+                j.copy = None
+                j.close()
+        _release(self)
+
     def __repr__(self) -> str:
         return (
             f"<LoadBack #{self.id} gen={self.generation} anchor={self.node.id} "
@@ -253,7 +271,9 @@ class LoadBackTicket:
 
     __slots__ = ("_record", "_lease_consumed_by")
 
-    def __init__(self, record: LoadBack) -> None:
+    _record: Borrowed[LoadBack]
+
+    def __init__(self, record: Borrowed[LoadBack]) -> None:
         self._record = record
 
     @property
@@ -329,7 +349,7 @@ class LoadBackTicket:
 class BackupTicket(_Ticket):
     """An in-flight device->host backup of a contiguous chain ending at `node`; cache-owned."""
 
-    __slots__ = ("full_dst", "swa_segments", "mamba_slots", "_lease_consumed_by")
+    __slots__ = ("full_dst", "swa_segments", "mamba_slots")
 
     full_dst: array[int]
     swa_segments: list[HostSegment]
@@ -355,11 +375,6 @@ class BackupTicket(_Ticket):
             f"<BackupTicket #{self.id} gen={self.generation} node={self.node.id} "
             f"{self.status.value}>"
         )
-
-    @consumes
-    def close(self) -> None:
-        """Release the leases; the cache calls this once, when the ticket settles."""
-        self.release_leases()
 
 
 Ticket = LoadBack | BackupTicket

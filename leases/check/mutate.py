@@ -50,12 +50,10 @@ from leases.check.runner import _source_text, _with_text, prepare_options
 from leases.check.walk import children
 
 EXEMPT: dict[tuple[str, str], str] = {
-    ("unicache.ops.acks", "qt.close(cache._scopes)"):
-        "the ticket is read from a QuarantineRecord, which is not @linear yet (its lease-owner "
-        "finding is suppressed until the core makes it so): the read is a borrow",
-    ("unicache.ops.reset", "cache._quarantine[tid] = QuarantineRecord(t, t.generation, job.copies)"):
-        "the tickets are iterated out of the table and the table is then cleared: draining by "
-        "iteration plus clear() is not followed element by element",
+    ("unicache.ops.load_back", "return _join(cache, ticket, copy)"):
+        "deleting the return falls through to the ordinary copy path, which still hands the "
+        "ticket on (to the ticket table, or closes it on a refusal): a second copy of the same "
+        "bytes, not an ownership error (tests/unicache/test_load_back.py catches it)",
     ("unicache.repl.session", "result = self.tickets.pop(tid).result()"):
         "the statement both moves the ticket out of the table and consumes it: deleting it leaves "
         "the table owning the ticket, and a duplicate pops another entry",

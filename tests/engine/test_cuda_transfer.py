@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from unicache.cache import UniCache
-from unicache.components.markers import Full
+from unicache.markers import Full
 from unicache.engine.transfers import make_transfer, resolve_transfer
 from unicache.transfer.base import Tier
 from unicache.transfer.cuda import CudaEngine, CudaUnavailableError, cuda_available

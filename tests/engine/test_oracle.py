@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.engine.errors import CorruptionError
 from unicache.engine.oracle import DataOracle
 from unicache.engine.reference import PrefixHashes, ReferenceModel

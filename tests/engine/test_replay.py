@@ -107,7 +107,7 @@ def test_a_corruption_stops_the_run_with_a_dump(tmp_path: Path, monkeypatch: pyt
     def sabotage(self: sched_mod.Scheduler, req: sched_mod.Request, m: MatchResult) -> bool:
         node = m.device_node
         if m.device_len and node.dev_full:
-            from unicache.components.markers import Full
+            from unicache.markers import Full
 
             page = node.dev_full[0]
             self.cache.write_slots(Full, [page], self.cache.read_slots(Full, [page], Tier.DEVICE) + 1)

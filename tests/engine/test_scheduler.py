@@ -70,7 +70,7 @@ def test_many_requests_in_flight_decode_over_several_steps() -> None:
                       config=EngineConfig(max_running=4, decode_per_step=2))
     sched.step()
     assert len(sched.running) == 4 and all(r.phase is Phase.RUNNING for r in sched.running)
-    assert all(r.receipt is not None for r in sched.running)
+    assert all(sched.holdings.receipt(r.rid) is not None for r in sched.running)
     while not sched.done:
         sched.step()
     finish_checks(sched)
@@ -84,8 +84,8 @@ def test_ownership_check_catches_a_dropped_receipt() -> None:
     sched = Scheduler(cache, trace.requests, model=model_for(cache.config), config=EngineConfig(max_running=2))
     sched.step()
     req = sched.running[0]
-    assert req.receipt is not None
-    req.receipt = None  # lease: ignore[lease-leak]  (the request forgets its lock on purpose)
+    assert sched.holdings.receipt(req.rid) is not None
+    sched.holdings.take_receipt(req.rid)  # lease: ignore[lease-discarded]  (the request forgets its lock on purpose)
     import gc
 
     gc.collect()
@@ -97,7 +97,7 @@ def test_ownership_check_catches_a_dropped_receipt() -> None:
 
 def test_ownership_check_catches_slots_the_cache_lends_to_nobody() -> None:
     cache = make_cache(device_tokens=256)
-    from unicache.components.markers import Full
+    from unicache.markers import Full
 
     sched = Scheduler(cache, tiny_trace(1).requests, model=model_for(cache.config))
     stray = cache.alloc_device(Full, 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unicache.components.markers import Full
+from unicache.markers import Full
 from unicache.pools.pools import PoolSet
 from unicache.transfer.base import Ack, CopyOp, JobKind, Tier, TransferJob
 from unicache.transfer.simulated import POISON, FaultSpec, FaultSpecError, SimulatedEngine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.unicache.conftest import MakeCache
 from tests.unicache.support import SEQ, chain
-from unicache import SWA, Full, Mamba
+from unicache import SWA, Full
 
 
 def test_match_device_host_and_anchor(make_cache: MakeCache) -> None:

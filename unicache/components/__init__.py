@@ -1,6 +1,6 @@
 """Component markers and the per-component residency rules."""
 
-from unicache.components.markers import (
+from unicache.markers import (
     COMPONENTS,
     FULL,
     MAMBA,

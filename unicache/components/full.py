@@ -6,7 +6,7 @@ from array import array
 
 from leases import PinSet
 
-from unicache.components.markers import FULL, Full
+from unicache.markers import FULL, Full
 from unicache.components.store import ComponentStore
 from unicache.tree.node import Node
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from leases import PinSet
 
-from unicache.components.markers import MAMBA, Mamba
+from unicache.markers import MAMBA, Mamba
 from unicache.components.store import ComponentStore
 from unicache.tree.node import Node
 

@@ -6,7 +6,7 @@ from typing import Final
 
 from unicache.components.full import FullStore
 from unicache.components.mamba import MambaStore
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.components.store import ComponentStore
 from unicache.components.swa import SWAStore
 

@@ -9,7 +9,7 @@ pool accounting, host eviction of a component's state, sanity checks);
 the operations that differ per component (Full's prefix-closed chain,
 SWA's window, Mamba's single state) call the store they need.
 
-To add a component: a marker class (`components/markers.py`), a store
+To add a component: a marker class (`unicache/markers.py`), a store
 subclass in its own module implementing the abstract methods below, and
 one entry in `components/registry.py`.
 """

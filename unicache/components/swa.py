@@ -6,7 +6,7 @@ from array import array
 
 from leases import PinSet
 
-from unicache.components.markers import SWA, SWA_IDX
+from unicache.markers import SWA, SWA_IDX
 from unicache.components.store import ComponentStore
 from unicache.tree.node import Node
 

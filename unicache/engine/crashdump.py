@@ -13,11 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from unicache.dump import write_crash_dump
+from unicache.engine.holdings import Holdings
 from unicache.engine.scheduler import Request, Scheduler
 
 
-def describe_request(req: Request) -> dict[str, object]:
+def describe_request(req: Request, holdings: Holdings) -> dict[str, object]:
     """What one in-flight request holds (ids only; JSON-friendly)."""
+    ticket = holdings.ticket(req.rid)
+    receipt = holdings.receipt(req.rid)
     return {
         "rid": req.rid,
         "phase": req.phase.value,
@@ -27,9 +30,9 @@ def describe_request(req: Request) -> dict[str, object]:
         "prefix": req.prefix,
         "cached_end": req.cached_end,
         "load_backs": req.load_backs,
-        "ticket": None if req.ticket is None else req.ticket.id,
-        "receipt": None if req.receipt is None else req.receipt.id,
-        "receipt_leases": [] if req.receipt is None else req.receipt.lease_ids(),
+        "ticket": None if ticket is None else ticket.id,
+        "receipt": None if receipt is None else receipt.id,
+        "receipt_leases": [] if receipt is None else receipt.lease_ids(),
         "full_pages": len(req.full_pages),
         "swa_pages": len(req.swa_pages),
         "mamba_slot": req.mamba_slot,
@@ -41,8 +44,8 @@ def engine_extra(sched: Scheduler, *, reproduce: str | None = None,
     """The engine section of a crash dump."""
     extra: dict[str, object] = {
         "engine_step": sched.step_no,
-        "current_request": None if sched.current is None else describe_request(sched.current),
-        "requests_in_flight": [describe_request(r) for r in sched.in_flight_requests()],
+        "current_request": None if sched.current is None else describe_request(sched.current, sched.holdings),
+        "requests_in_flight": [describe_request(r, sched.holdings) for r in sched.in_flight_requests()],
         "engine_stats": sched.stats.to_json(),
         "engine_config": sched.config.to_json(),
         "pins": sched.pins.to_json(),

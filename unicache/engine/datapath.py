@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.engine.config import EngineConfig
 from unicache.engine.oracle import DataOracle
 from unicache.engine.reference import PrefixHashes, ReferenceModel

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.engine.errors import CorruptionError
 from unicache.engine.reference import PrefixHashes, ReferenceModel
 from unicache.transfer.base import Tier

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.engine.errors import InvariantError
+from unicache.engine.holdings import Holdings
 from unicache.engine.request import Request
 
 
-def check_ownership(cache: UniCache, requests: Iterable[Request], step: int) -> None:
+def check_ownership(cache: UniCache, requests: Iterable[Request], holdings: Holdings, step: int) -> None:
     """Raise :class:`InvariantError` on a leaked or unowned lease, or on request slots the cache disagrees on.
 
     Owners are the cache's live tickets and quarantined (pre-reset) tickets
@@ -28,10 +29,12 @@ def check_ownership(cache: UniCache, requests: Iterable[Request], step: int) -> 
     lent_swa: set[int] = set()
     lent_mamba: set[int] = set()
     for req in requests:
-        if req.receipt is not None:
-            owned.update(req.receipt.lease_ids())
-        if req.ticket is not None:
-            owned.update(req.ticket.lease_ids().values())
+        receipt = holdings.receipt(req.rid)
+        if receipt is not None:
+            owned.update(receipt.lease_ids())
+        ticket = holdings.ticket(req.rid)
+        if ticket is not None:
+            owned.update(ticket.lease_ids().values())
         lent_full.update(req.full_pages)
         lent_swa.update(req.swa_pages)
         if req.mamba_slot is not None:

@@ -6,7 +6,6 @@ import enum
 from dataclasses import dataclass, field, fields
 
 from unicache.engine.reference import PrefixHashes
-from unicache.tickets import LoadBackTicket, LockReceipt
 from unicache.traces.request import TraceRequest
 
 
@@ -21,7 +20,11 @@ class Phase(enum.Enum):
 
 @dataclass(slots=True)
 class Request:
-    """A request's progress through the loop and every resource it owns."""
+    """A request's progress through the loop and the device slots it owns.
+
+    Its load-back ticket and lock receipt live in the scheduler's
+    `Holdings`, keyed by its id (`rid`).
+    """
 
     src: TraceRequest
     tokens: tuple[int, ...]
@@ -33,9 +36,7 @@ class Request:
     loaded_end: int = 0
     prefix: int = 0
     cached_end: int = 0
-    ticket: LoadBackTicket | None = None
     ticket_leases: tuple[int, ...] = ()
-    receipt: LockReceipt | None = None
     full_pages: list[int] = field(default_factory=list)
     swa_pages: list[int] = field(default_factory=list)
     mamba_slot: int | None = None

@@ -28,10 +28,11 @@ from typing import Protocol, runtime_checkable
 from leases import Borrowed
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.engine.config import EngineConfig
 from unicache.engine.datapath import DataPath
 from unicache.engine.errors import EngineError
+from unicache.engine.holdings import Holdings
 from unicache.engine.liveness import check_not_stuck, drained, never_acked
 from unicache.engine.observer import SchedulerObserver
 from unicache.engine.oracle import DataOracle
@@ -84,6 +85,7 @@ class Scheduler:
         self.loading: list[Request] = []
         self.running: list[Request] = []
         self.current: Request | None = None
+        self.holdings = Holdings()
 
     def observe(self, observer: SchedulerObserver) -> None:
         """Tell ``observer`` about every cache operation from now on."""
@@ -136,7 +138,7 @@ class Scheduler:
 
     def check_ownership(self) -> None:
         """Every live lease is owned by a ticket or receipt someone holds; request slots match the cache's."""
-        check_ownership(self.cache, self.in_flight_requests(), self.step_no)
+        check_ownership(self.cache, self.in_flight_requests(), self.holdings, self.step_no)
 
     def _new_request(self, src: TraceRequest) -> Request:
         h = self.model.hashes(src.token_tensor()) if self._data else None
@@ -145,12 +147,13 @@ class Scheduler:
     def _collect_load_backs(self) -> None:
         still: list[Request] = []
         for req in self.loading:
-            t = req.ticket
-            assert t is not None
-            if t.status is TicketStatus.IN_FLIGHT:
+            held = self.holdings.ticket(req.rid)
+            assert held is not None, req.rid
+            if held.status is TicketStatus.IN_FLIGHT:
                 still.append(req)
                 continue
-            req.ticket = None
+            t = self.holdings.take_ticket(req.rid)
+            assert t is not None, req.rid
             self._load_back_ended(req)
             res = t.result()
             if res.ok:
@@ -212,7 +215,7 @@ class Scheduler:
                 req.ticket_leases = ids
                 for obs in self.observers:
                     obs.on_load_back(m.anchor, t.id, ids)
-                req.ticket = t
+                self.holdings.put_ticket(req.rid, t)
                 req.phase = Phase.LOADING
                 self.loading.append(req)
                 return True
@@ -258,7 +261,11 @@ class Scheduler:
         self.stats.host_hit_tokens += host_hit
         self.stats.computed_tokens += req.prompt_len - prefix
         req.prefix = req.cached_end = prefix
-        req.receipt = receipt
+        old = self.holdings.put_receipt(req.rid, receipt)
+        if old is not None:
+            old_id = old.id
+            self._unlock(old)
+            raise EngineError(f"request {req.rid} was still holding lock receipt #{old_id} when it started")
         req.full_pages = full
         req.swa_pages = swa
         req.mamba_slot = slot
@@ -334,8 +341,7 @@ class Scheduler:
             self._unlock(receipt)
             raise EngineError(f"request {req.rid}: lock after caching its prompt covers {got_len} "
                               f"tokens, expected {cut}")
-        old = req.receipt
-        req.receipt = receipt
+        old = self.holdings.put_receipt(req.rid, receipt)
         if old is not None:
             self._unlock(old)
         if self._mamba and self.config.branch_states:
@@ -412,17 +418,15 @@ class Scheduler:
         if req.mamba_slot is not None:
             cache.free_device(Mamba, [req.mamba_slot])
             req.mamba_slot = None
-        receipt = req.receipt
-        req.receipt = None
+        receipt = self.holdings.take_receipt(req.rid)
         if receipt is not None:
             self._unlock(receipt)
 
     def abort(self, req: Request) -> None:
         """Drop an admitted request: abandon its load-back or release what it holds."""
         if req.phase is Phase.LOADING:
-            t = req.ticket
-            req.ticket = None
-            assert t is not None
+            t = self.holdings.take_ticket(req.rid)
+            assert t is not None, req.rid
             for obs in self.observers:
                 obs.on_abandon(t.id)
             t.abandon()

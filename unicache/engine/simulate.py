@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from unicache.cache import UniCache
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.config import CacheConfig, WritePolicy
 from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump
@@ -258,10 +258,10 @@ def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
         cache.write_slots(Full, [page], data + 1)
         return True
     for req in [*sched.running, *sched.loading]:
-        if req.receipt is not None:
-            req.receipt = None  # lease: ignore[lease-leak]  (the injected fault: a dropped lock)
-        elif req.ticket is not None:
-            req.ticket = None  # lease: ignore[lease-leak]  (the injected fault: a dropped ticket)
+        if sched.holdings.receipt(req.rid) is not None:
+            sched.holdings.take_receipt(req.rid)  # lease: ignore[lease-discarded]  (the injected fault: a dropped lock)
+        elif sched.holdings.ticket(req.rid) is not None:
+            sched.holdings.take_ticket(req.rid)  # lease: ignore[lease-discarded]  (the injected fault: a dropped ticket)
             sched.loading.remove(req)
         else:
             continue

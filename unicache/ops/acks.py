@@ -57,13 +57,15 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
     table = cache.ticket_table
     lb = table.acked_load_back(tid, gen)
     if lb is not None:
-        _count(cache, ack, lb.node.id)
+        node_id = lb.node.id
+        _count(cache, ack, node_id)
         joiners = cache._settle_load_back(lb, ack.ok)
-        out.append(Completion(tid, gen, JobKind.LOAD_BACK, lb.status, lb.node.id))
+        status = TicketStatus.DONE if ack.ok else TicketStatus.FAILED
+        out.append(Completion(tid, gen, JobKind.LOAD_BACK, status, node_id))
         for j in joiners:
             out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, j.status, j.node.id))
         if ack.ok:
-            _record_ok(cache, ack, JobKind.LOAD_BACK, lb.node.id, [j.id for j in joiners])
+            _record_ok(cache, ack, JobKind.LOAD_BACK, node_id, [j.id for j in joiners])
         return
     bt = table.acked_backup(tid, gen)
     if bt is not None:
@@ -74,28 +76,21 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
         if ack.ok:
             _record_ok(cache, ack, JobKind.BACKUP, node_id, [])
         return
-    q = table.take_quarantined(tid, gen)
-    if q is not None:
-        for op in q.copies:
+    qt = table.take_quarantined(tid, gen)
+    if qt is not None:
+        job = qt.job
+        assert job is not None, tid
+        for op in job.copies:
             cache.pools.pool(op.component, op.src_tier).alloc.release_quarantine(op.src)
             cache.pools.pool(op.component, op.dst_tier).alloc.release_quarantine(op.dst)
-        qt = q.ticket
         c.stale_acks += 1
         _stale(cache, ack, (qt.node.id,), f"generation {gen} < epoch {cache.ledger.epoch}: quarantine released")
-        if type(qt) is BackupTicket:
-            qt.close()
-            out.append(Completion(tid, gen, JobKind.BACKUP, TicketStatus.STALE, None))
-            return
-        assert type(qt) is LoadBack
-        qt.release_leases()
-        out.append(Completion(tid, gen, JobKind.LOAD_BACK, TicketStatus.STALE, None))
-        riders = qt.joiners
-        if riders is not None:
-            qt.joiners = None
-            for j in riders:
-                j.copy = None
-                j.release_leases()
-                out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, TicketStatus.STALE, None))
+        kind = JobKind.BACKUP if type(qt) is BackupTicket else JobKind.LOAD_BACK
+        riders = list(qt.joiners or ()) if type(qt) is LoadBack else []
+        qt.close()
+        out.append(Completion(tid, gen, kind, TicketStatus.STALE, None))
+        for j in riders:
+            out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, TicketStatus.STALE, None))
         return
     if not table.was_issued(tid) or gen < 0 or gen > cache.ledger.epoch:
         raise UnknownTicketError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, HostSegment, segment_parts

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.components.full import is_device_leaf
-from unicache.components.markers import FULL, MAMBA, SWA_IDX
+from unicache.markers import FULL, MAMBA, SWA_IDX
 from unicache.reasons import Reason, ReasonKind
 from unicache.tree.node import Node
 from unicache.tree.pins import has_pins

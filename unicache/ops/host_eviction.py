@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from unicache.components.markers import FULL
+from unicache.markers import FULL
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from unicache.components.markers import FULL, MAMBA, SWA_IDX, Mamba
+from unicache.markers import FULL, MAMBA, SWA_IDX, Mamba
 from unicache.errors import InvalidArgumentError, InvalidSlotError
 from unicache.pools.allocator import SlotAllocator
 from unicache.reasons import Reason, ReasonKind

@@ -5,8 +5,10 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING
 
+from leases import Borrowed
+
 from unicache.components.full import evicted_chain
-from unicache.components.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
 from unicache.components.swa import window_nodes
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.reasons import Reason, ReasonKind
@@ -127,19 +129,20 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
         if swa_dst:
             sd = cache._stores[SWA_IDX].device
             sd.free(swa_dst)
-        ticket.release_leases()
         ticket.status = TicketStatus.FAILED
+        ticket.close()
         c.load_backs_refused += 1
         return None
     job = TransferJob(tid, ticket.generation, JobKind.LOAD_BACK, tuple(copies))
     ticket.job = job
-    cache.ticket_table.add(ticket)
     c.load_backs += 1
     c.load_back_full_tokens += ticket.full_tokens
     c.load_back_swa_tokens += ticket.swa_tokens
     c.load_back_mamba += mamba_move
+    claim = LoadBackTicket(ticket)
+    cache.ticket_table.add(ticket)
     cache.engine.submit(job)
-    return LoadBackTicket(ticket)
+    return claim
 
 
 def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:
@@ -195,23 +198,18 @@ def settle_load_back(cache: UniCache, t: LoadBack, ok: bool) -> list[LoadBack]:
             md.free([t.mamba_dst])
         t.status = TicketStatus.FAILED
         cache.counters.load_backs_failed += 1
-    t.release_leases()
-    joiners = t.joiners
-    if joiners is None:
-        return []
-    t.joiners = None
+    joiners = list(t.joiners or ())
     for j in joiners:
         j.status = t.status
-        j.copy = None
         if not ok:
             cache.counters.load_backs_failed += 1
-        j.release_leases()
+    t.close()
     return joiners
 
 
 def _copy_in_flight(
     cache: UniCache, anchor: Node, chain: list[Node], swa_move: list[Node], mamba_move: bool
-) -> LoadBack | None:
+) -> Borrowed[LoadBack] | None:
     """A live load-back of `anchor` whose copy moves everything this one needs, if any.
 
     Found through `anchor`'s own pin sets: every load-back pins its anchor
@@ -244,21 +242,24 @@ def _segments_cover(segments: list[Segment], nodes: list[Node], ps: int) -> bool
     return True
 
 
-def _join(cache: UniCache, ticket: LoadBack, copy: LoadBack) -> LoadBackTicket:
-    """Ride on `copy`: no pages, no bytes; settled by `copy`'s ack (its leases are its own)."""
+def _join(cache: UniCache, ticket: LoadBack, copy: Borrowed[LoadBack]) -> LoadBackTicket:
+    """Ride on `copy`: no pages, no bytes; settled by `copy`'s ack (its leases are its own).
+
+    `copy` owns the joiner from now on (closing it at the ack); the caller's
+    ticket borrows it.
+    """
     ticket.copy = copy
     ticket.full_tokens = copy.full_tokens
     ticket.swa_tokens = copy.swa_tokens
     ticket.mamba_moved = copy.mamba_moved
-    joiners = copy.joiners
-    if joiners is None:
-        copy.joiners = [ticket]
-    else:
-        joiners.append(ticket)
     c = cache.counters
     c.load_backs += 1
     c.load_back_joins += 1
-    return LoadBackTicket(ticket)
+    claim = LoadBackTicket(ticket)
+    if copy.joiners is None:
+        copy.joiners = []
+    copy.joiners.append(ticket)
+    return claim
 
 
 def publish_swa_device(cache: UniCache, bottom: Node, segments: list[Segment]) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from leases import Held, Lease
 
 from unicache.components.full import deepest_device
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.components.swa import window_nodes
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.reasons import Reason, ReasonKind

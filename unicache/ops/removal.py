@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from unicache.components.full import is_device_leaf
-from unicache.components.markers import FULL
+from unicache.markers import FULL
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from unicache.components.markers import FULL, MAMBA, Component, Full
+from unicache.markers import FULL, MAMBA, Component, Full
 from unicache.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
 from unicache.reasons import Reason, no_room
 from unicache.transfer.base import Tier

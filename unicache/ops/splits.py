@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from leases import PinSet
 
-from unicache.components.markers import FULL, SWA_IDX
+from unicache.markers import FULL, SWA_IDX
 from unicache.tree.node import Node
 from unicache.tree.pins import pins_full, pins_mamba, pins_swa
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import torch
 
-from unicache.components.markers import Mamba, component_name
 from unicache.config import CacheConfig
 from unicache.errors import InvalidArgumentError
+from unicache.markers import Mamba, component_name
+from unicache.pools.copy import CopyOp, Tier
 from unicache.pools.pool import KVPool, Pool, StatePool
-from unicache.transfer.base import CopyOp, Tier
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.config import CacheConfig
 from unicache.engine.reference import PrefixHashes, ReferenceModel
 from unicache.transfer.base import Tier

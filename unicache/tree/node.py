@@ -11,7 +11,7 @@ from unicache.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from leases import PinSet
 
-    from unicache.components.markers import SWA, Full, Mamba
+    from unicache.markers import SWA, Full, Mamba
 
 ChildKey = bytes
 """A child's entry in its parent's `children`: the bytes of its key's first page."""

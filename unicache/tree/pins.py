@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from leases import Borrowed, Held, Lease, PinSet
 
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.tree.node import Node
 

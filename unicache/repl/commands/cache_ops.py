@@ -68,7 +68,7 @@ def cmd_insert(s: Session, a: Args) -> JSONObject:
     (and a Mamba slot) for the rest, write reference-model KV/state into them,
     insert, unlock. The end node becomes @last.
     """
-    from unicache.components.markers import SWA, Full, Mamba
+    from unicache.markers import SWA, Full, Mamba
     from unicache.transfer.base import Tier
 
     cache = s.live("insert")
@@ -284,7 +284,7 @@ def cmd_evict(s: Session, a: Args) -> JSONObject:
     'evict mamba N' / 'evict swa N' evict that component (--host: host tier).
     Pinned candidates are skipped and counted (evict_blocked).
     """
-    from unicache.components.markers import SWA, Full, Mamba
+    from unicache.markers import SWA, Full, Mamba
 
     cache = s.live("evict")
     comp_name, tier = _EVICT[a.get_str("what")]
@@ -349,7 +349,7 @@ def cmd_reclaim(s: Session, a: Args) -> JSONObject:
     Consults Full pins only: a node under a Full lease is skipped (counted as
     reclaim_blocked); SWA or Mamba leases do not block it.
     """
-    from unicache.components.markers import Full
+    from unicache.markers import Full
 
     cache = s.live("reclaim")
     n = a.opt_int("n")
