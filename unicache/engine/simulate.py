@@ -47,7 +47,7 @@ CHAOS_KINDS: tuple[str, ...] = ("reset", "evict", "evict_host", "reclaim", "back
 CHAOS_RATE: dict[str, float] = {
     "reset": 0.05, "evict": 0.12, "evict_host": 0.06, "reclaim": 0.06, "backup": 0.06, "abort": 0.03,
 }
-INJECTIONS: tuple[str, ...] = ("corrupt", "leak")
+INJECTIONS: tuple[str, ...] = ("corrupt", "leak", "badcopy", "badload")
 _MARKERS = {"full": Full, "swa": SWA, "mamba": Mamba}
 
 
@@ -247,6 +247,13 @@ def _chaos(sc: Scenario, rng: random.Random, sched: Scheduler, log: OpLog | None
 def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
     """Plant a deliberate bug (tests prove the checks catch it); True once planted."""
     cache = sched.cache
+    if kind in ("badcopy", "badload"):
+        engine = cache.engine
+        assert isinstance(engine, SimulatedEngine)
+        engine.corrupt_generation = cache.ledger.epoch
+        if kind == "badload":
+            engine.corrupt_kinds = frozenset({"load_back"})
+        return True
     if kind == "corrupt":
         nodes = [x for x in cache.nodes() if x.parent is not None and x.dev_full]
         if not nodes:
