@@ -10,7 +10,9 @@ One :meth:`Scheduler.step` is one engine iteration: advance the transfer
 clock, poll acks, collect settled load-backs, admit what fits, decode. A
 request that cannot get device memory waits at the head of the queue (the
 order of the trace is kept); if nothing at all can make progress the loop
-raises :class:`SchedulerStuckError` (:mod:`unicache.engine.liveness`).
+raises :class:`SchedulerStuckError` (:mod:`unicache.engine.liveness`: waiting
+on acks that will come, quarantined copies of a reset included, is not stuck;
+``idle_steps`` counts steps with no ack and nothing running, for the bound).
 
 The loop owns the requests' slots, receipts and tickets. The bytes live in
 :mod:`unicache.engine.datapath`, the ownership invariant in
@@ -69,6 +71,7 @@ class Scheduler:
         self.timeline = timeline
         self.stats = EngineStats()
         self.step_no = 0
+        self.idle_steps = 0
         self.data = DataPath(cache, model, self.oracle, self.config, self.stats)
         self.observers: list[SchedulerObserver] = [PinObserver(self.pins, cache)]
         self._ps = cache.config.page_size
@@ -112,7 +115,8 @@ class Scheduler:
         cache.ledger.step = self.step_no
         if self._ticking is not None:
             self._ticking.tick()
-        cache.poll()
+        acked = cache.poll()
+        self.idle_steps = 0 if acked or self.running else self.idle_steps + 1
         self._collect_load_backs()
         self._admit()
         self._decode()
@@ -192,7 +196,7 @@ class Scheduler:
             if not self._begin(req):
                 self.stats.start_retries += 1
                 check_not_stuck(self.cache, req, self.step_no, loading=len(self.loading),
-                                running=len(self.running))
+                                running=len(self.running), idle_steps=self.idle_steps)
                 return
             queue.popleft()
 

@@ -47,7 +47,7 @@ CHAOS_KINDS: tuple[str, ...] = ("reset", "evict", "evict_host", "reclaim", "back
 CHAOS_RATE: dict[str, float] = {
     "reset": 0.05, "evict": 0.12, "evict_host": 0.06, "reclaim": 0.06, "backup": 0.06, "abort": 0.03,
 }
-INJECTIONS: tuple[str, ...] = ("corrupt", "leak")
+INJECTIONS: tuple[str, ...] = ("corrupt", "leak", "badcopy", "badload")
 _MARKERS = {"full": Full, "swa": SWA, "mamba": Mamba}
 
 
@@ -152,7 +152,11 @@ class World:
 
 
 def build_world(sc: Scenario) -> World:
-    """The seed's workload (see :mod:`unicache.engine.workloads`), cache config and engine knobs."""
+    """The seed's workload (see :mod:`unicache.engine.workloads`), cache config and engine knobs.
+
+    The load-back threshold comes from its own generator so that adding it kept
+    every other knob of every seed as it was.
+    """
     rng = random.Random(sc.seed)
     ps = sc.page_size
     trace = build_workload(sc.workload, sc.seed, ps)
@@ -164,8 +168,10 @@ def build_world(sc: Scenario) -> World:
     device -= device % ps
     swa = "swa" in sc.components
     mamba = "mamba" in sc.components
+    load_back_threshold = random.Random(sc.seed * 104729 + 3).choice((0, 0, ps, 4 * ps, 16 * ps))
     config = CacheConfig(
         device_tokens=device, page_size=ps, host_ratio=rng.choice((1.5, 2.0, 4.0)),
+        load_back_threshold=load_back_threshold,
         swa_window=rng.randint(2, 12) * ps if swa else None, mamba=mamba,
         mamba_device_slots=rng.randint(8, 16), write_policy=sc.write_policy,
         write_through_threshold=rng.randint(1, 2), kv_width=2, mamba_width=3, dtype="int32",
@@ -247,6 +253,13 @@ def _chaos(sc: Scenario, rng: random.Random, sched: Scheduler, log: OpLog | None
 def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
     """Plant a deliberate bug (tests prove the checks catch it); True once planted."""
     cache = sched.cache
+    if kind in ("badcopy", "badload"):
+        engine = cache.engine
+        assert isinstance(engine, SimulatedEngine)
+        engine.corrupt_generation = cache.ledger.epoch
+        if kind == "badload":
+            engine.corrupt_kinds = frozenset({"load_back"})
+        return True
     if kind == "corrupt":
         nodes = [x for x in cache.nodes() if x.parent is not None and x.dev_full]
         if not nodes:

@@ -174,13 +174,21 @@ def _time_left(deadline: float | None, result: SweepResult) -> bool:
 def _run_serial(seeds: list[int], opts: SimulateOptions, crash_dir: Path, shrink_failures: bool, jobs: int,
                 deadline: float | None, stop: StopFlag | None, result: SweepResult,
                 scripter: ScriptWriter | None) -> Iterator[SeedOutcome]:
-    for seed in seeds:
-        if stop or not _time_left(deadline, result):
-            return
-        try:
-            yield run_seed(seed, opts, crash_dir, shrink_failures, stop, scripter)
-        except SweepStopped:
-            return
+    """In this process, on one torch thread like a worker (the caller's setting is restored)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for seed in seeds:
+            if stop or not _time_left(deadline, result):
+                return
+            try:
+                yield run_seed(seed, opts, crash_dir, shrink_failures, stop, scripter)
+            except SweepStopped:
+                return
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _run_parallel(seeds: list[int], opts: SimulateOptions, crash_dir: Path, shrink_failures: bool, jobs: int,

@@ -17,6 +17,12 @@ Faults (any combination):
   of the job is either performed or its destination rows are overwritten with
   a poison value (a copy that died midway), and the ack says ``ok=False``.
 
+A bad copy that still acks ok is not a fault kind (no correct cache can
+survive it) but a deliberate bug: setting ``corrupt_generation`` makes the next
+job of that generation (and of a kind in ``corrupt_kinds``) that completes ok
+write every destination row off by one (``corrupted`` counts them); the data oracle must catch it
+(``unicache simulate --inject badcopy``).
+
 Everything is a pure function of the seed and the sequence of calls.
 """
 
@@ -113,6 +119,9 @@ class SimulatedEngine(TransferEngine):
         self.failed = 0
         self.duplicated = 0
         self.ack_log: AckSink | None = None
+        self.corrupt_generation: int | None = None
+        self.corrupt_kinds: frozenset[str] = frozenset({"load_back", "backup"})
+        self.corrupted = 0
 
     def submit(self, job: TransferJob) -> None:
         f = self.faults
@@ -157,6 +166,10 @@ class SimulatedEngine(TransferEngine):
                 pools.copy(op)
             else:
                 self._poison(op)
+        if (ok and job.generation == self.corrupt_generation and job.kind.value in self.corrupt_kinds
+                and any(op.dst for op in job.copies)):
+            self.corrupt_generation = None
+            self._garble(job)
         self.completed += 1
         ack = Ack(job.ticket, job.generation, ok, "" if ok else "simulated copy failure")
         if not ok:
@@ -179,6 +192,16 @@ class SimulatedEngine(TransferEngine):
         pool = pools.pool(op.component, op.dst_tier)
         rows = torch.full((len(op.dst), *pool.row_shape), POISON, dtype=pool.data.dtype)
         pools.write(op.component, op.dst_tier, list(op.dst), rows)
+
+    def _garble(self, job: TransferJob) -> None:
+        """The injected bad copy: every destination row off by one, and the ack will still say ok."""
+        pools = self.pools
+        assert pools is not None
+        for op in job.copies:
+            if op.dst:
+                rows = pools.read(op.component, op.dst_tier, list(op.dst))
+                pools.write(op.component, op.dst_tier, list(op.dst), rows + 1)
+        self.corrupted += 1
 
     def poll(self) -> list[Ack]:
         ready = self._ready
@@ -210,6 +233,11 @@ class SimulatedEngine(TransferEngine):
     @property
     def pending(self) -> int:
         return len(self._jobs) + len(self._ready)
+
+    @property
+    def ack_bound(self) -> int:
+        """Every job completes at most this many ticks after it was submitted (its ack at the next poll)."""
+        return self.faults.max_delay if self.faults.delay else 1
 
     def describe_jobs(self) -> list[tuple[int, int, str, bool]]:
         """(ticket, generation, kind, withheld) of every job not yet completed (for crash dumps)."""
