@@ -13,6 +13,18 @@ from unicache.errors import UnknownTicketError
 from unicache.transfer.base import Ack
 
 
+def test_capture_counts_refusal_reasons_in_extra(busy: Busy) -> None:
+    """Version 1 has no field for reason counts: they go under `extra.reasons`, the caller's keys after."""
+    cache = busy.cache
+    before = cache.reasons.counts().get("load_back:root", 0)
+    assert cache.load_back(cache.root) is None
+    dump = CrashDump.from_json(capture(cache, extra={"engine_step": 3}))
+    reasons = dump.extra["reasons"]
+    assert isinstance(reasons, dict) and reasons == cache.reasons.counts()
+    assert reasons["load_back:root"] == before + 1
+    assert dump.extra["engine_step"] == 3
+
+
 def test_capture_matches_the_cache(busy: Busy) -> None:
     cache = busy.cache
     doc = capture(cache, seed=5, step=9, extra={"path": Path("/x"), "t": (1, 2)})
@@ -20,7 +32,7 @@ def test_capture_matches_the_cache(busy: Busy) -> None:
     dump = CrashDump.from_json(doc)
     assert dump.to_json() == doc
     assert (dump.seed, dump.step, dump.epoch, dump.components) == (5, 9, 1, ("full", "swa", "mamba"))
-    assert dump.extra == {"path": "/x", "t": [1, 2]}
+    assert dump.extra == {"reasons": cache.reasons.counts(), "path": "/x", "t": [1, 2]}
     assert list(dump.nodes) == [n.id for n in cache.nodes()]
     for node in cache.nodes():
         d = dump.nodes[node.id]
@@ -101,7 +113,7 @@ def test_dump_on_error(busy: Busy, tmp_path: Path) -> None:
     assert len(notes) == 1 and notes[0].startswith("crash dump: ")
     dump = load_dump(notes[0].removeprefix("crash dump: "))
     assert dump.error is not None and dump.error.type == "ZeroDivisionError"
-    assert (dump.seed, dump.step, dump.extra) == (3, 11, {"request": 4})
+    assert (dump.seed, dump.step, dump.extra) == (3, 11, {"reasons": {}, "request": 4})
     with dump_on_error(busy.cache, tmp_path):
         pass
     assert len(list(tmp_path.iterdir())) == 1

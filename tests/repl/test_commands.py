@@ -396,11 +396,40 @@ def test_history_filters_combine(repl: RunRepl) -> None:
     assert [e["kind"] for e in by_ticket["events"]].count("ack") == 1
     assert all(e["ticket"] == 3 for e in by_ticket["events"])
     assert mamba_node["target"] == {"node": 2, "component": "mamba"}
-    assert mamba_node["events"] and all(e["component"] == "mamba" and 2 in e["nodes"] for e in mamba_node["events"])
+    mamba_tickets = {e["ticket"] for e in everything["events"] if e["component"] == "mamba"}
+    assert mamba_node["events"] and all(2 in e["nodes"] for e in mamba_node["events"])
+    assert all(e["component"] == "mamba" or (e["kind"] == "ack" and e["ticket"] in mamba_tickets)
+               for e in mamba_node["events"])
+    assert loads[1]["ticket"] in [e["ticket"] for e in mamba_node["events"] if e["kind"] == "ack"]
     assert narrowed["target"] == {"ticket": 3, "node": 2, "kind": "acquire"}
     assert [e["lease"] for e in narrowed["events"]] == [loads[0]["leases"]["full"]]
     assert len(last_release["events"]) == 1 and last_release["events"][0]["kind"] == "release"
     assert everything["target"] == {} and len(everything["events"]) > len(by_ticket["events"])
+
+
+def test_component_filter_keeps_acks_of_tickets_with_that_component(repl: RunRepl) -> None:
+    """An ack has no component of its own: --component keeps it when its ticket took a lease of
+    that component (the ticket's lease events in the ring say which), in history and events."""
+    run = repl("""\
+        new --components full,mamba --transfer manual --device-tokens 32 --mamba-slots 8
+        insert 1..8
+        insert 20..23 --no-mamba
+        backup t:1..8
+        backup t:20..23
+        ack all
+        history --component mamba --kind ack
+        events --kind ack --component full
+        events --kind ack --component mamba
+        history T2 --component mamba
+        """)
+    assert run.status == 0, run.failures()
+    backups = [b["ticket"] for b in run.of("backup")]
+    mamba_hist, t2_mamba = run.of("history")
+    full_events, mamba_events = run.of("events")
+    assert [e["ticket"] for e in mamba_hist["events"]] == backups[:1]
+    assert [e["ticket"] for e in full_events["events"]] == backups
+    assert [e["ticket"] for e in mamba_events["events"]] == backups[:1]
+    assert t2_mamba["events"] == []
 
 
 def test_run_until_lists_acks_and_names_withheld_tickets(repl: RunRepl) -> None:

@@ -316,10 +316,19 @@ def capture(
         "events": cap("events", lambda: _events(cache, events)) or [],
         "counters": dict(cap("counters", cache.counters.as_dict) or {}),
         "sanity": cap("sanity", lambda: _sanity(cache)) if sanity else None,
-        "extra": {str(k): to_json_value(v) for k, v in (extra or {}).items()},
+        "extra": _extra(cache, extra, cap),
     }
     doc["capture_errors"] = cap.errors
     return doc
+
+
+def _extra(cache: UniCache, extra: Mapping[str, object] | None, cap: _Capture) -> JSONObject:
+    """The free-form section: the cache's refusal and skip counts per `op:kind[:component]` under
+    `reasons` (version 1 has no field of its own for them), then the caller's entries."""
+    reasons: JSONObject = dict((cap("reasons", cache.reasons.counts) or {}).items())
+    out: JSONObject = {"reasons": reasons}
+    out.update({str(k): to_json_value(v) for k, v in (extra or {}).items()})
+    return out
 
 
 _EMPTY_ROOT: JSONObject = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from leases import EventKind
 
 from unicache.dump.schema import JSON, CrashDump, DumpEvent, JSONObject
@@ -138,6 +140,20 @@ def _events_for(view: CrashDump, *, lease: int | None = None, node: int | None =
     return out
 
 
+def _of_component(view: CrashDump, comp: str | None) -> Callable[[DumpEvent], bool]:
+    """The --component filter: an event of that component, or a ticket event (ack, failed or stale
+    copy) of a ticket that took a lease of that component.
+
+    Ticket events carry no component of their own (a ticket copies several); which components a
+    ticket touched is read from the lease events in the ring that carry its id, so an ack whose
+    ticket's acquires have aged out of the ring is left out.
+    """
+    if comp is None:
+        return lambda e: True
+    tickets = {e.ticket for e in view.events if e.component == comp and e.ticket is not None}
+    return lambda e: e.component == comp or (e.component is None and e.lease is None and e.ticket in tickets)
+
+
 def _owner_names_ticket(owner: str | None, ticket: int) -> bool:
     """Dumps written before lease events carried their ticket: the owner names it ("load_back#7@12")."""
     if owner is None:
@@ -214,8 +230,9 @@ def cmd_history(s: Session, a: Args) -> JSONObject:
         what["component"] = comp
     if kind_filter is not None:
         what["kind"] = kind_filter
+    of_comp = _of_component(view, comp)
     events = [e for e in _events_for(view, lease=lease, node=node, ticket=ticket)
-              if (comp is None or e.component == comp) and (kind_filter is None or e.kind == kind_filter)]
+              if of_comp(e) and (kind_filter is None or e.kind == kind_filter)]
     last = a.opt_int("last")
     if last is not None:
         events = events[-last:] if last > 0 else []
@@ -273,7 +290,8 @@ def cmd_events(s: Session, a: Args) -> JSONObject:
     view = s.view()
     kind = a.opt_str("kind")
     comp = _component(a.opt_str("component"))
-    events = [e for e in view.events if (kind is None or e.kind == kind) and (comp is None or e.component == comp)]
+    of_comp = _of_component(view, comp)
+    events = [e for e in view.events if (kind is None or e.kind == kind) and of_comp(e)]
     last = a.get_int("last")
     if last > 0:
         events = events[-last:]
