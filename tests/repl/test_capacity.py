@@ -55,6 +55,29 @@ def test_refusal_under_quarantine_does_not_blame_pins(repl: RunRepl) -> None:
     assert "pinned" not in err["message"]
 
 
+def test_refusal_under_in_flight_backups_does_not_say_everything_is_pinned(repl: RunRepl) -> None:
+    """Rows pinned only by the leases of in-flight backups weigh as in-flight: their acks free them."""
+    run = repl("""\
+        new --transfer manual --device-tokens 16 --write-policy write_through
+        insert 1..8
+        insert 20..27
+        ! insert 40..43
+        ack all
+        insert 40..43
+        assert clean
+        """)
+    assert run.status == 0, run.failures()
+    backups = run.of("insert")[:2]
+    err = run.of("insert")[2]["error"]
+    reason = err["reason"]
+    assert err["type"] == "CapacityError"
+    assert reason["kind"] == "in-flight" and reason["in_flight_tickets"] == [1, 2]
+    assert reason["pinned"] == 16 and reason["ticket_pinned"] == 16
+    assert reason["pinned_nodes"] == [b["node"] for b in backups]
+    assert "everything left is pinned" not in err["message"]
+    assert "under in-flight copies of T1 T2 (the room frees when those tickets are acked)" in err["message"]
+
+
 def test_refusal_larger_than_the_pool(repl: RunRepl) -> None:
     run = repl("new --device-tokens 16\n! insert 1..17\nassert counter nodes == 1\n")
     assert run.status == 0, run.failures()

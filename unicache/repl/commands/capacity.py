@@ -25,6 +25,8 @@ class PoolShortfall:
     that copies of live tickets read or write), or "unexplained" when none
     holds any row (rows lent to requests, say). Holders may overlap: a
     load-back's destination rows are also on the nodes its leases pin.
+    `ticket_pinned` counts the pinned rows whose every pin is a lease of a live
+    ticket: they weigh as in-flight, not as pins, since the ack frees them.
     """
 
     component: str
@@ -39,10 +41,12 @@ class PoolShortfall:
     quarantined_by: tuple[int, ...]
     in_flight: int
     in_flight_tickets: tuple[int, ...]
+    ticket_pinned: int = 0
     kind: str = field(init=False)
 
     def __post_init__(self) -> None:
-        held = {"pins": self.pinned, "quarantine": self.quarantined, "in-flight": self.in_flight}
+        held = {"pins": self.pinned - self.ticket_pinned, "quarantine": self.quarantined,
+                "in-flight": self.in_flight}
         kind, rows = max(held.items(), key=lambda kv: kv[1])
         if self.needed > self.capacity:
             kind, rows = "too-large", 1
@@ -74,7 +78,11 @@ class PoolShortfall:
             tickets = " ".join(f"T{i}" for i in self.in_flight_tickets)
             parts.append(f"{self.in_flight} under in-flight copies of {tickets}")
         held = "; ".join(parts) if parts else "no pins, quarantine or in-flight copy explains it"
-        everything = " (everything left is pinned)" if self.pinned and self.pinned + self.free >= self.capacity else ""
+        everything = ""
+        if self.kind == "pins" and self.pinned + self.free >= self.capacity:
+            everything = " (everything left is pinned)"
+        elif self.kind == "in-flight":
+            everything = " (the room frees when those tickets are acked)"
         return (f"no {self.tier} room for {self.needed} {self.component} {unit}: {self.free} of {self.capacity} "
                 f"free after eviction; {held}{everything}")
 
@@ -93,6 +101,7 @@ class PoolShortfall:
             "quarantined_by": list(self.quarantined_by),
             "in_flight": self.in_flight,
             "in_flight_tickets": list(self.in_flight_tickets),
+            "ticket_pinned": self.ticket_pinned,
         }
 
 
@@ -124,6 +133,8 @@ def describe_shortfall(view: CrashDump, component: str, tier: str, needed: int) 
     pinned = 0
     pinned_by: set[int] = set()
     pinned_nodes: list[int] = []
+    ticket_leases = {lid for t in view.tickets for lid in t.leases.values()}
+    ticket_pinned = 0
     for node in view.nodes.values():
         res = node.components.get(component)
         if res is None or not res.pins:
@@ -131,6 +142,7 @@ def describe_shortfall(view: CrashDump, component: str, tier: str, needed: int) 
         rows = _rows(res.device if tier == "device" else res.host)
         if rows:
             pinned += rows
+            ticket_pinned += rows if set(res.pins) <= ticket_leases else 0
             pinned_by.update(res.pins)
             pinned_nodes.append(node.id)
     quarantined_by = tuple(sorted(q.ticket for q in view.quarantine if q.slots.get(f"{component}.{tier}")
@@ -149,5 +161,5 @@ def describe_shortfall(view: CrashDump, component: str, tier: str, needed: int) 
             tickets.append(t.id)
     return PoolShortfall(
         component, tier, needed, capacity, free, pinned, tuple(sorted(pinned_by)), tuple(pinned_nodes),
-        pool.quarantined if pool is not None else 0, quarantined_by, in_flight, tuple(tickets),
+        pool.quarantined if pool is not None else 0, quarantined_by, in_flight, tuple(tickets), ticket_pinned,
     )
