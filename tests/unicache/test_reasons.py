@@ -234,7 +234,7 @@ def test_every_ack_is_recorded_with_its_own_generation(make_cache: MakeCache) ->
     cache.poll()
     cache.deliver(ack)  # again: a duplicate
     r = _last(cache)
-    assert (r.kind, r.tickets, r.generation) == (ReasonKind.DUPLICATE_ACK, (t1,), 0)
+    assert (r.kind, r.tickets, r.generation, r.nodes) == (ReasonKind.DUPLICATE_ACK, (t1,), 0, (a.id,))
     (a2,) = chain(cache, d, SEQ[4:8], [4])
     t2 = cache.backup(a2)
     assert t2 is not None
@@ -248,16 +248,20 @@ def test_every_ack_is_recorded_with_its_own_generation(make_cache: MakeCache) ->
     r = _last(cache)
     assert (r.kind, r.tickets, r.generation, r.nodes) == (ReasonKind.STALE_ACK, (t3,), 0, (a2.id,))
     assert cache.ledger.epoch == 1
+    cache.deliver(ack)  # t1's ack once more, now from an older epoch: stale, named by its settled node
+    r = _last(cache)
+    assert (r.kind, r.tickets, r.generation, r.nodes) == (ReasonKind.STALE_ACK, (t1,), 0, (a.id,))
     acks = [e for e in cache.ledger.events() if e.kind in
             (EventKind.ACK, EventKind.FAILED_TRANSFER, EventKind.DUPLICATE_ACK, EventKind.STALE_ACK)]
     got = [(e.kind, e.ticket, e.generation, e.nodes) for e in acks]
     assert got == [
         (EventKind.ACK, t1, 0, (a.id,)),
-        (EventKind.DUPLICATE_ACK, t1, ack.generation, ()),
+        (EventKind.DUPLICATE_ACK, t1, ack.generation, (a.id,)),
         (EventKind.FAILED_TRANSFER, t2, failed.generation, (a2.id,)),
         (EventKind.STALE_ACK, t3, stale.generation, (a2.id,)),
+        (EventKind.STALE_ACK, t1, ack.generation, (a.id,)),
     ]
-    assert cache.counters.duplicate_acks == 1 and cache.counters.stale_acks == 1
+    assert cache.counters.duplicate_acks == 1 and cache.counters.stale_acks == 2
 
 
 def test_lease_events_carry_their_ticket(make_cache: MakeCache) -> None:

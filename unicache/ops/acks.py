@@ -100,14 +100,30 @@ def on_ack(cache: UniCache, ack: Ack, out: list[Completion]) -> None:
         )
     if gen < cache.ledger.epoch:
         c.stale_acks += 1
-        _stale(cache, ack, (), f"stale: generation {gen} < epoch {cache.ledger.epoch}")
+        _stale(cache, ack, _settled_nodes(cache, tid), f"stale: generation {gen} < epoch {cache.ledger.epoch}")
         return
     c.duplicate_acks += 1
-    cache.reasons.note(Reason("ack", ReasonKind.DUPLICATE_ACK, tickets=(tid,), generation=gen))
+    nodes = _settled_nodes(cache, tid)
+    cache.reasons.note(Reason("ack", ReasonKind.DUPLICATE_ACK, nodes=nodes, tickets=(tid,), generation=gen))
     cache.ledger.record(
-        EventKind.DUPLICATE_ACK, ticket=tid, generation=gen,
+        EventKind.DUPLICATE_ACK, ticket=tid, nodes=nodes, generation=gen,
         detail=f"duplicate: ticket already settled ({'ok' if ack.ok else 'failed'} ack ignored)",
     )
+
+
+_SETTLING = frozenset({EventKind.ACK, EventKind.FAILED_TRANSFER, EventKind.STALE_ACK, EventKind.REVOKE})
+
+
+def _settled_nodes(cache: UniCache, tid: int) -> tuple[int, ...]:
+    """The nodes of already-settled ticket `tid`, from the newest flight-recorder event that names
+    them (its ack, or its leases' revocation at a reset); () when the ring has none.
+
+    Only duplicate and stale acks look here: the ticket left the table when it settled.
+    """
+    for e in reversed(cache.ledger.events()):
+        if e.ticket == tid and e.kind in _SETTLING and e.nodes:
+            return tuple(n for n in e.nodes if isinstance(n, int))
+    return ()
 
 
 def _stale(cache: UniCache, ack: Ack, nodes: tuple[int, ...], detail: str) -> None:
