@@ -17,7 +17,8 @@ def test_capture_counts_refusal_reasons_in_extra(busy: Busy) -> None:
     """Version 1 has no field for reason counts: they go under `extra.reasons`, the caller's keys after."""
     cache = busy.cache
     before = cache.reasons.counts().get("load_back:root", 0)
-    assert cache.load_back(cache.root) is None
+    refused = cache.load_back(cache.root)
+    assert refused is None
     dump = CrashDump.from_json(capture(cache, extra={"engine_step": 3}))
     reasons = dump.extra["reasons"]
     assert isinstance(reasons, dict) and reasons == cache.reasons.counts()
