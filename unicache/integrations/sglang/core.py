@@ -342,7 +342,7 @@ class LeaseTreeCore(UnifiedTreeCore):
         """One lease per component the acquire just counted on `node`'s segment."""
         self._lock_seq += 1
         uuids = result.component_host_lock_uuids if host else result.component_lock_uuids
-        lock = TreeLock(self._lock_seq, node.id, host, full_pin, dict(uuids))
+        lock = TreeLock(self._lock_seq, node.id, host, full_pin, uuids)
         if node is not self.root_node:
             self._lease_lock(lock, node, result, host, full_pin)
         return lock
@@ -372,17 +372,11 @@ class LeaseTreeCore(UnifiedTreeCore):
         if ComponentType.MAMBA in types and ComponentType.MAMBA not in skipped:
             lock.mamba = self.lock_ledger.acquire(Mamba, owner=lock)
 
-    def _leased(self, result: IncLockRefResult, lock: TreeLock) -> LeasedIncLockRefResult:
+    def _leased(self, result: LeasedIncLockRefResult, lock: TreeLock) -> LeasedIncLockRefResult:
         seq = lock.seq
         self.tree_locks[seq] = lock
-        return LeasedIncLockRefResult(
-            delta=result.delta,
-            node_id=result.node_id,
-            skipped_lock_components=result.skipped_lock_components,
-            component_lock_uuids=result.component_lock_uuids,
-            component_host_lock_uuids=result.component_host_lock_uuids,
-            lock_seq=seq,
-        )
+        result.lock_seq = seq
+        return result
 
     def _live_lock(self, node_id: int, params: DecLockRefParams, host: bool) -> int:
         """The seq of the live lock behind a receipt; typed errors for a foreign or spent one."""
@@ -397,14 +391,24 @@ class LeaseTreeCore(UnifiedTreeCore):
     def inc_lock_ref(
         self, node_id: int, skip_lock_components: Sequence[ComponentType] = ()
     ) -> IncLockRefResult:
-        """SGLang's lock walk, then one lease per locked component behind the receipt."""
-        result = super().inc_lock_ref(node_id, skip_lock_components)
-        return self._leased(result, self._take_lock(result, self.node_by_id(node_id), False))
+        """SGLang's lock walk on a leased receipt, then one lease per locked component behind it."""
+        node = self.node_by_id(node_id)
+        skipped = tuple(skip_lock_components)
+        result = LeasedIncLockRefResult(node_id=node.id, skipped_lock_components=skipped)
+        for component in self.components:
+            if component.component_type not in skipped:
+                component.acquire_component_lock(node=node, result=result)
+        self._update_evictable_leaf_sets(node)
+        return self._leased(result, self._take_lock(result, node, False))
 
     def inc_host_lock_ref(self, node_id: int) -> IncLockRefResult:
-        """SGLang's host lock walk, then one lease per locked component behind the receipt."""
-        result = super().inc_host_lock_ref(node_id)
-        return self._leased(result, self._take_lock(result, self.node_by_id(node_id), True))
+        """SGLang's host lock walk on a leased receipt, then one lease per locked component."""
+        node = self.node_by_id(node_id)
+        result = LeasedIncLockRefResult(node_id=node.id)
+        for component in self.components:
+            component.acquire_component_lock(node=node, result=result, lock_host=True)
+        self._update_evictable_leaf_sets(node)
+        return self._leased(result, self._take_lock(result, node, True))
 
     def dec_lock_ref(
         self, node_id: int, params: DecLockRefParams, skip_swa: bool = False
