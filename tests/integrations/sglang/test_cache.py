@@ -62,6 +62,14 @@ def test_stock_cache_loses_the_first_load_back_on_a_shared_anchor() -> None:
     setup.cache.ready_to_load_host_cache()
     with pytest.raises(KeyError):
         setup.cache.loading_check()
+    core = setup.cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    lost = sorted(str(lock) for lock in core.tree_locks.values())
+    assert lost == [f"host lock #1 on node {anchor}", f"lock #3 on node {anchor}"], (
+        "the overwritten entry's receipts are lost, but their lock leases stay visible"
+    )
+    setup.cache.reset()
+    assert not core.tree_locks and core.lock_ledger.live_count == 0
 
 
 def test_lease_cache_acks_both_load_backs_on_one_anchor_in_order() -> None:

@@ -63,3 +63,26 @@ class MambaSlotUnavailable(LeaseCoreError):
         )
         self.needed = needed
         self.available = available
+
+
+class LockReleasedTwiceError(LeaseCoreError):
+    """A lock receipt was released after its lease (or that part of it) was already released."""
+
+    def __init__(self, node_id: int, lock_seq: int, what: str) -> None:
+        self.node_id = node_id
+        self.lock_seq = lock_seq
+        super().__init__(
+            f"{what} #{lock_seq} on node {node_id} released twice: "
+            "its lease was already given back (one receipt, one release)"
+        )
+
+
+class UnleasedReceiptError(LeaseCoreError):
+    """A release receipt that no lease of this core stands behind."""
+
+    def __init__(self, node_id: int, receipt: object) -> None:
+        self.node_id = node_id
+        super().__init__(
+            f"release on node {node_id} with receipt {receipt!r}: not issued by this core's "
+            "inc_lock_ref/inc_host_lock_ref (no lease stands behind it)"
+        )

@@ -20,16 +20,18 @@ class LeaseTreeNode(UnifiedTreeNode):
     `drop_subtree_no_host`, Mamba eviction, `sanity_check`): it is the anchor
     of a load-back whose Full lease pins this node, or None. The core never
     writes it; SGLang's split writes the inherited value, which the core
-    checks against the leases it re-pins (`split_anchor`).
+    checks against the leases it re-pins (`split_anchor`). `locks` holds the
+    Full leases of the tree locks anchored here (see `locks`).
     """
 
-    __slots__ = ("pins_full", "pins_swa", "pins_mamba", "split_anchor")
+    __slots__ = ("pins_full", "pins_swa", "pins_mamba", "split_anchor", "locks")
 
     def __init__(self, tree_components: tuple[ComponentType, ...], priority: int = 0) -> None:
         self.pins_full: PinSet[Full] | None = None
         self.pins_swa: PinSet[SWA] | None = None
         self.pins_mamba: PinSet[Mamba] | None = None
         self.split_anchor: Optional[int] = None
+        self.locks: PinSet[Full] | None = None
         super().__init__(tree_components, priority)
 
     @property

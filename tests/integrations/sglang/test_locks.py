@@ -1,0 +1,137 @@
+"""Tree locks as leases: receipts backed by leases, counters a view recomputed from them.
+
+On the real 0.5.23 cache (Full+Mamba chain root -> X -> D, and a Full+SWA
+chain with window 8): every lock receipt names a `TreeLock` whose leases
+stand behind SGLang's integer counters; `sanity_check` recomputes every
+node's `lock_ref`/`host_lock_ref` from the live leases; a second release of
+one receipt raises a typed error naming node and lock before any counter
+moves.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams, MatchPrefixParams
+from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.components import ComponentType
+
+from tests.integrations.sglang import test_overlap_swa
+from tests.integrations.sglang.test_overlap import D, X, warm_chain
+from unicache.integrations.sglang.core import LeaseTreeCore
+from unicache.integrations.sglang.errors import (
+    LeaseSanityError,
+    LockReleasedTwiceError,
+    UnleasedReceiptError,
+)
+from unicache.integrations.sglang.locks import LeasedDecLockRefParams
+from unicache.integrations.sglang.workload import CacheSetup
+
+FULL = ComponentType.FULL
+
+
+def _core(setup: CacheSetup) -> LeaseTreeCore:
+    core = setup.cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    return core
+
+
+def _node(setup: CacheSetup, tokens: list[int]) -> int:
+    return int(setup.cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens)))).best_match_node)
+
+
+def _counters(core: LeaseTreeCore) -> dict[tuple[int, int], tuple[int, int]]:
+    return {
+        (n.id, ct): (int(n.component_data[ct].lock_ref), int(n.component_data[ct].host_lock_ref))
+        for n in core._collect_all_nodes()
+        for ct in range(len(n.component_data))
+    }
+
+
+def test_lock_receipts_are_leases_and_counters_are_their_view() -> None:
+    setup = warm_chain("leases")
+    core, cache = _core(setup), setup.cache
+    d, x = _node(setup, D), _node(setup, X)
+    idle = _counters(core)
+    dev = cache.inc_lock_ref(d).to_dec_params()
+    host = cache.inc_host_lock_ref(x).to_dec_params()
+    core.inc_full_pin(d)
+    assert isinstance(dev, LeasedDecLockRefParams) and isinstance(host, LeasedDecLockRefParams)
+    assert core.lock_ledger.live_count == 2 + 2 + 1, "Full+Mamba per receipt, Full for the pin"
+    expected = core.expected_lock_refs()
+    assert expected[(x, int(FULL), False)] == 2 and expected[(d, int(FULL), False)] == 2
+    assert expected[(x, int(FULL), True)] == 1 and (d, int(FULL), True) not in expected
+    cache.sanity_check()
+    core.dec_full_pin(d)
+    cache.dec_host_lock_ref(x, host)
+    cache.dec_lock_ref(d, dev)
+    assert _counters(core) == idle and core.lock_ledger.live_count == 0 and not core.tree_locks
+    assert core.lock_ledger.released == core.lock_ledger.acquired
+    cache.sanity_check()
+
+
+def test_second_release_of_a_receipt_raises_naming_node_and_lock() -> None:
+    setup = warm_chain("leases")
+    core, cache = _core(setup), setup.cache
+    d = _node(setup, D)
+    dev = cache.inc_lock_ref(d).to_dec_params()
+    assert isinstance(dev, LeasedDecLockRefParams)
+    cache.dec_lock_ref(d, dev)
+    before = _counters(core)
+    with pytest.raises(LockReleasedTwiceError, match=rf"lock #{dev.lock_seq} on node {d} released twice"):
+        cache.dec_lock_ref(d, dev)
+    assert _counters(core) == before, "no counter moved"
+    host = cache.inc_host_lock_ref(d).to_dec_params()
+    cache.dec_host_lock_ref(d, host)
+    with pytest.raises(LockReleasedTwiceError, match=rf"host lock #\d+ on node {d}"):
+        cache.dec_host_lock_ref(d, host)
+    with pytest.raises(LockReleasedTwiceError, match=rf"Full pin .* on node {d}"):
+        core.dec_full_pin(d)
+    with pytest.raises(UnleasedReceiptError, match=rf"node {d}"):
+        cache.dec_lock_ref(d, DecLockRefParams(node_id=d))
+    assert _counters(core) == before
+    cache.sanity_check()
+
+
+def test_sanity_check_recomputes_lock_refs_from_live_leases() -> None:
+    setup = warm_chain("leases")
+    core, cache = _core(setup), setup.cache
+    d, x = _node(setup, D), _node(setup, X)
+    dev = cache.inc_lock_ref(d).to_dec_params()
+    cache.sanity_check()
+    core.node_by_id(x).component_data[FULL].lock_ref += 1
+    with pytest.raises(LeaseSanityError, match=rf"node {x} component 0: lock_ref 2, live lock leases say 1"):
+        cache.sanity_check()
+    core.node_by_id(x).component_data[FULL].lock_ref -= 1
+    core.node_by_id(d).component_data[ComponentType.MAMBA].host_lock_ref += 1
+    with pytest.raises(LeaseSanityError, match=rf"node {d} component 2: host_lock_ref 1, live lock leases say 0"):
+        cache.sanity_check()
+    core.node_by_id(d).component_data[ComponentType.MAMBA].host_lock_ref -= 1
+    cache.dec_lock_ref(d, dev)
+    cache.sanity_check()
+
+
+def test_swa_window_locks_and_early_release_are_leases() -> None:
+    setup, (a, b) = test_overlap_swa._crash_shape("leases")
+    core, cache = _core(setup), setup.cache
+    assert core.tree_locks, "in-flight load-backs hold device and host window locks"
+    cache.sanity_check()
+    d = a[0]
+    receipt = cache.inc_lock_ref(d).to_dec_params()
+    assert isinstance(receipt, LeasedDecLockRefParams)
+    lock = core.tree_locks[receipt.lock_seq]
+    assert set(lock.lease_ids()) == {"Full", "SWA"}
+    cache.sanity_check()
+    core.dec_swa_lock_only(d, receipt)
+    assert set(lock.lease_ids()) == {"Full"}, "the SWA lease went back early"
+    cache.sanity_check()
+    with pytest.raises(LockReleasedTwiceError, match=rf"SWA part of lock #{lock.seq} on node {d}"):
+        core.dec_swa_lock_only(d, receipt)
+    cache.dec_lock_ref(d, receipt, skip_swa=True)
+    assert receipt.lock_seq not in core.tree_locks
+    cache.sanity_check()
+    cache.ready_to_load_host_cache()
+    cache.loading_check()
+    cache.sanity_check()
+    assert not core.tree_locks and core.lock_ledger.live_count == 0
