@@ -48,6 +48,13 @@ from rich.console import Console
 from rich.table import Table
 
 from unicache import CacheConfig, Full, ImmediateEngine, Mamba, UniCache
+from unicache.components.catalog import ComponentSet
+from unicache.counters import CacheCounters
+from unicache.ops.backup import BackupScheduler
+from unicache.ops.eviction import Evictor
+from unicache.ops.room import DeviceRoom
+from unicache.reasons import ReasonLog
+from unicache.ticket_table import TicketTable
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_HARNESS = REPO.parent / "shared" / "bench" / "sglang_harness.py"
@@ -150,8 +157,41 @@ def workload(harness: ModuleType, seed: int, page_size: int) -> tuple[list[array
     return tokens, unique, device
 
 
+class _TimedRoom(DeviceRoom):
+    """The cache's device room, timing every eviction (the peer table's `evict` row)."""
+
+    __slots__ = ("run", "evict_ns")
+
+    def __init__(
+        self,
+        components: ComponentSet,
+        evictor: Evictor,
+        backups: BackupScheduler,
+        tickets: TicketTable,
+        counters: CacheCounters,
+        reasons: ReasonLog,
+        sync_write_back: bool,
+    ) -> None:
+        super().__init__(components, evictor, backups, tickets, counters, reasons, sync_write_back)
+        self.run: Run | None = None
+        self.evict_ns = 0
+
+    def evict(self, i: int, n: int) -> int:
+        t0 = time.perf_counter_ns()
+        freed = super().evict(i, n)
+        dt = time.perf_counter_ns() - t0
+        self.evict_ns += dt
+        if self.run is not None:
+            self.run.add("evict", dt)
+        return freed
+
+
+class _TimedCache(UniCache):
+    room_type = _TimedRoom
+
+
 def build_ours(cfg: PeerConfig, device_tokens: int) -> UniCache:
-    return UniCache(CacheConfig(
+    return _TimedCache(CacheConfig(
         device_tokens=device_tokens,
         page_size=cfg.page_size,
         host_ratio=HOST_RATIO,
@@ -181,18 +221,9 @@ def run_ours(
     page = cfg.page_size
     full_alloc = cache.pools.device_pool(Full).alloc
     ns = time.perf_counter_ns
-    evict_ns = [0]
-    evict = cache._evict_dev
-
-    def timed_evict(component: int, n: int) -> int:
-        t0 = ns()
-        freed = evict(component, n)
-        dt = ns() - t0
-        evict_ns[0] += dt
-        run.add("evict", dt)
-        return freed
-
-    setattr(cache, "_evict_dev", timed_evict)
+    room = cache.room
+    assert isinstance(room, _TimedRoom)
+    room.run = run
     dev_hit = host_hit_total = loaded_total = load_backs = peak_nodes = 0
     digest = 0
     gc.collect()
@@ -211,13 +242,13 @@ def run_ours(
         dev_hit += dev_len
         host_hit_total += host_hit
         if m.worth_load_back:
-            e0 = evict_ns[0]
+            e0 = room.evict_ns
             t0 = ns()
             ticket = cache.load_back(m.anchor)
             if ticket is not None:
                 cache.poll()
                 result = ticket.result()
-                run.add("load_back", ns() - t0 - (evict_ns[0] - e0))
+                run.add("load_back", ns() - t0 - (room.evict_ns - e0))
                 if result.ok:
                     load_backs += 1
                     loaded = m.anchor_len - dev_len
@@ -230,10 +261,10 @@ def run_ours(
         free = full_alloc.free_count
         if need > free:
             cache.evict_device(Full, need - free)
-        e0 = evict_ns[0]
+        e0 = room.evict_ns
         t0 = ns()
         slots = cache.alloc_device(Full, need) if need else []
-        run.add("alloc", ns() - t0 - (evict_ns[0] - e0))
+        run.add("alloc", ns() - t0 - (room.evict_ns - e0))
         if slots is None:
             cache.unlock(receipt)
             raise RuntimeError(f"device KV allocation failed (need {need} pages)")

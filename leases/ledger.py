@@ -128,6 +128,11 @@ class LeaseLedger:
     def owner_thread(self) -> int:
         return self._thread_id
 
+    def check_thread(self, what: str) -> None:
+        """Raise `WrongThreadError` naming `what` unless called on the ledger's owner thread."""
+        if _get_ident() != self._thread_id:
+            raise self._wrong_thread(what)
+
     def acquire(
         self,
         component: type[C],

@@ -1,32 +1,25 @@
 """`UniCache`: the unified hierarchical radix prefix cache whose every pin is a lease.
 
-The facade owns the state (tree, pools, ledger, heaps, tickets) and the
-small helpers; each operation lives in its own module under `unicache.ops`
-and is bound here as a method, so calls cost the same as before the split.
+The facade composes the owners of the cache's state and operations (see
+docs/architecture.md): the tree, the component stores, the ticket table,
+the evictor, the backup scheduler, device room, load-backs, inserts,
+locks and acks. Each public method checks the calling thread and its
+arguments (and, where it applies, capacity) before it delegates, so a
+refused call changes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import count
+from typing import TYPE_CHECKING, ClassVar
 
 from leases import LeaseLedger, Mailbox
 
-from unicache.components.full import FullStore
-from unicache.markers import (
-    FULL,
-    MAMBA,
-    SWA,
-    SWA_IDX,
-    Full,
-    Mamba,
-    component_name,
-)
-from unicache.components.registry import STORES
+from unicache.components.catalog import ComponentSet
 from unicache.components.store import ComponentStore
 from unicache.config import CacheConfig
 from unicache.counters import CacheCounters
-from unicache.reasons import ReasonLog
 from unicache.errors import ForeignObjectError, InvalidArgumentError, UnknownNodeError
 from unicache.introspect import (
     NodeInfo,
@@ -37,35 +30,39 @@ from unicache.introspect import (
     quarantine_info,
     ticket_info,
 )
-from unicache.ops import (
-    acks,
-    eviction,
-    host_eviction,
-    locks,
-    reclaim,
-    removal,
-    slots,
-    splits,
-)
-from unicache.ops import backup as backups
-from unicache.ops import insert as inserting
-from unicache.ops import load_back as loading
-from unicache.ops import match as matching
-from unicache.ops import reset as resetting
-from unicache.pools.allocator import SlotAllocator
+from unicache.markers import MAMBA, Component, Full
+from unicache.ops.ack_log import AckLog
+from unicache.ops.acks import AckRouter
+from unicache.ops.backup import BackupScheduler
+from unicache.ops.blocked import BlockLog
+from unicache.ops.eviction import Evictor
+from unicache.ops.host_eviction import HostEvictor
+from unicache.ops.insert import Inserter
+from unicache.ops.load_back import LoadBacks
+from unicache.ops.locks import Locks
+from unicache.ops.match import Matcher
+from unicache.ops.reclaim import DuplicateReclaimer
+from unicache.ops.removal import NodeRemoval
+from unicache.ops.reset import Resetter
+from unicache.ops.room import DeviceRoom
+from unicache.ops.slots import free_lent, path_pages
+from unicache.ops.splits import SplitCarrier
 from unicache.pools.pools import PoolSet
+from unicache.reasons import ReasonLog
+from unicache.results import Completion, InsertResult, MatchResult
 from unicache.sanity import SanityError, SanityReport, sanity_check
 from unicache.ticket_table import QuarantineRecord, TicketTable
-from unicache.tickets import Ticket
-from unicache.transfer.base import Ack, TransferEngine
+from unicache.tickets import LoadBackTicket, LockReceipt, Ticket
+from unicache.transfer.base import Ack, Tier, TransferEngine
 from unicache.transfer.immediate import ImmediateEngine
-from unicache.tree.node import Node
+from unicache.tree.node import TOKEN_BYTES, Node, encode_tokens
 from unicache.tree.pins import covered
 from unicache.tree.radix import RadixTree
 
-__all__ = ["QuarantineRecord", "UniCache"]
+if TYPE_CHECKING:
+    import torch
 
-_INDEX: dict[type, int] = {Full: FULL, SWA: SWA_IDX, Mamba: MAMBA}
+__all__ = ["QuarantineRecord", "UniCache"]
 
 
 class UniCache:
@@ -75,86 +72,82 @@ class UniCache:
     tickets and backup tickets each own one lease per component they cover,
     and every covered node holds that lease in its component's `PinSet`.
     Eviction and reclaim consult the pin sets; nothing else pins. The cache
-    runs on one thread (the ledger's); acks from other threads go through
-    `inbox`.
+    runs on one thread (the ledger's): every public operation called from
+    another raises `WrongThreadError` before it changes anything; acks from
+    other threads go through `inbox`.
     """
+
+    room_type: ClassVar[type[DeviceRoom]] = DeviceRoom
+    """The device-room owner to build (a subclass may time or observe eviction, e.g. benchmarks)."""
 
     def __init__(self, config: CacheConfig, engine: TransferEngine | None = None) -> None:
         self.config = config
-        self.ledger = LeaseLedger(
+        ledger = self.ledger = LeaseLedger(
             config.ledger_name, strict=config.strict, debug=config.debug, history=config.history
         )
         self.pools = PoolSet(config)
         self.engine: TransferEngine = engine if engine is not None else ImmediateEngine()
         self.engine.attach(self.pools)
-        self.counters = CacheCounters()
-        self.reasons = ReasonLog()
+        counters = self.counters = CacheCounters()
+        reasons = self.reasons = ReasonLog()
         """Why the newest refusal or no-op happened, and counts of every reason."""
-        self.inbox: Mailbox[Ack] = Mailbox(self.ledger)
-        self._ps = config.page_size
-        self._name = config.ledger_name
-        self._swa = config.swa_window is not None
-        self._window = config.swa_window or 0
-        self._mamba = config.mamba
-        self._wb = config.write_policy == "write_back"
-        self._wt_threshold = config.write_through_threshold
-        self._lb_threshold = max(1, config.load_back_threshold)
-        self._enabled = (True, self._swa, self._mamba)
-        by_index: list[ComponentStore] = []
-        for comp, store_class in STORES.items():
-            if comp in config.components:
-                dev = self.pools.device_pool(comp).alloc
-                host = self.pools.host_pool(comp).alloc
-            else:
-                name = component_name(comp)
-                dev = SlotAllocator(f"{name}.device (not configured)", 0)
-                host = SlotAllocator(f"{name}.host (not configured)", 0)
-            by_index.append(store_class(dev, host))
-        self._stores: tuple[ComponentStore, ...] = tuple(by_index)
-        """Every component's store by index; one not configured has no slots."""
-        self.stores: tuple[ComponentStore, ...] = tuple(
-            st for st in by_index if st.marker in config.components
-        )
+        self.inbox: Mailbox[Ack] = Mailbox(ledger)
+        name = config.ledger_name
+        ps = config.page_size
+        window = config.swa_window or 0
+        write_back = config.write_policy == "write_back"
+        comps = self.components = ComponentSet(config, self.pools)
+        """Every component's store (`by_index`, `configured`, and the typed `full`/`swa`/`mamba`)."""
+        self.stores: tuple[ComponentStore, ...] = comps.configured
         """The configured components, highest eviction priority first."""
-        full = by_index[FULL]
-        assert isinstance(full, FullStore)
-        self._full: FullStore = full
-        self._fd: SlotAllocator = full.device
-        self._fh: SlotAllocator = full.host
-        self._node_ids = count(1)
-        self._receipt_ids = count(1)
-        self._clock = 0
-        self.ticket_table = TicketTable()
-        self._new_tree()
-
-    def _new_tree(self) -> None:
-        self._tree = RadixTree(self._ps, self._node_ids, owner=self, on_split=self._on_split)
-        self.root = self._tree.root
-        for store in self._stores:
-            store.new_tree()
-        self._dups: dict[int, Node] = {}
+        tickets = self.ticket_table = TicketTable()
+        splits = SplitCarrier(ledger, counters, comps)
+        tree = self._tree = RadixTree(ps, count(1), owner=self, on_split=splits.on_split)
+        removal = NodeRemoval(tree, comps)
+        blocks = BlockLog(comps, counters, reasons, ledger)
+        reclaimer = self._reclaimer = DuplicateReclaimer(comps.full, counters, reasons, ledger)
+        host = HostEvictor(comps, counters, removal, reclaimer, blocks, write_back)
+        evictor = self.evictor = Evictor(comps, counters, removal, blocks, host, write_back)
+        acks = AckLog(ledger, counters, reasons, tickets, name)
+        backups = self.backups = BackupScheduler(
+            comps, tickets, ledger, self.engine, self.inbox, counters, acks, evictor, ps, write_back
+        )
+        room = self.room = self.room_type(
+            comps, evictor, backups, tickets, counters, reasons, config.sync_write_back
+        )
+        load_backs = self._load_backs = LoadBacks(
+            tree, comps, room, tickets, ledger, self.engine, counters, reasons, acks, ps, window
+        )
+        self._acks = AckRouter(self.engine, self.inbox, tickets, load_backs, backups, self.pools, ledger, acks)
+        self._inserter = Inserter(
+            tree, comps, room, backups, self.pools, counters, reasons, ps, write_back,
+            config.write_through_threshold,
+        )
+        self._matcher = Matcher(
+            tree, counters, ps, comps.has_swa, window, comps.has_mamba, max(1, config.load_back_threshold)
+        )
+        self._locks = Locks(tree, ledger, counters, reasons, comps.has_swa, window, comps.has_mamba, name)
+        self._resetter = Resetter(ledger, tickets, self.pools, tree, comps, removal, counters)
 
     def __repr__(self) -> str:
         comps = "+".join(c.__name__ for c in self.config.components)
         return (
-            f"<UniCache {self.config.ledger_name!r} {comps} ps={self._ps} epoch={self.epoch} "
-            f"nodes={self._tree.size} in_flight={len(self.ticket_table)}>"
+            f"<UniCache {self.config.ledger_name!r} {comps} ps={self.config.page_size} "
+            f"epoch={self.epoch} nodes={self._tree.size} in_flight={len(self.ticket_table)}>"
         )
 
     @property
     def epoch(self) -> int:
         return self.ledger.epoch
 
-    def _cidx(self, component: type) -> int:
-        i = _INDEX.get(component)
-        if i is None or not self._enabled[i]:
-            raise InvalidArgumentError(
-                f"component {getattr(component, '__name__', component)!r} is not enabled in "
-                f"this cache (enabled: {[c.__name__ for c in self.config.components]})"
-            )
-        return i
+    @property
+    def root(self) -> Node:
+        """The root of the current epoch's tree (a reset starts a new one)."""
+        return self._tree.root
 
     def _check_node(self, node: Node) -> None:
+        if type(node) is not Node:
+            raise InvalidArgumentError(f"expected a Node of this cache, got {type(node).__name__}")
         if node.tree is not self:
             owner = node.tree
             name = owner.config.ledger_name if isinstance(owner, UniCache) else str(owner)
@@ -162,70 +155,180 @@ class UniCache:
         if not node.alive:
             raise UnknownNodeError(node.id, "is not a live node of this cache (removed or reset)")
 
-    def _tick(self) -> int:
-        self._clock += 1
-        return self._clock
+    def _check_count(self, op: str, component: type, n: int) -> int:
+        """The index of enabled `component`; `n` must be an int >= 0."""
+        i = self.components.index(component)
+        if not isinstance(n, int) or n < 0:
+            raise InvalidArgumentError(f"{op}({component.__name__}, {n!r}): n must be an int >= 0")
+        return i
 
-    match_prefix = matching.match_prefix
+    def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
+        """Longest cached prefix of `tokens` (whole pages), on device and after a load-back."""
+        self.ledger.check_thread("match_prefix")
+        return self._matcher.match_prefix(tokens)
 
-    alloc_device = slots.alloc_device
-    free_device = slots.free_device
-    write_slots = slots.write_slots
-    read_slots = slots.read_slots
-    _alloc_dev = slots.alloc_dev
-    _no_room_reason = slots.no_room_reason
-    _alloc_host = slots.alloc_host
-    lent_slots = slots.lent_slots
-    path_pages = slots.path_pages
+    def alloc_device(self, component: type, n: int) -> list[int] | None:
+        """`n` device pages (Full/SWA) or Mamba slots for a request, evicting on shortfall.
 
-    lock = locks.lock
-    unlock = locks.unlock
+        None when even eviction cannot make room (what is left is pinned,
+        quarantined or under in-flight copies; a request larger than the pool
+        less its quarantine evicts nothing): counted per component
+        (`alloc_refused_*`; a Mamba slot also as `mamba_skipped`) and noted as
+        a `NO_DEVICE_ROOM` reason. The slots belong to the caller until it
+        donates them to `insert` or hands them back with `free_device`.
+        """
+        self.ledger.check_thread("alloc_device")
+        i = self._check_count("alloc_device", component, n)
+        return self.room.alloc_lent(i, n)
 
-    insert = inserting.insert
-    _check_insert_args = inserting.check_insert_args
-    _insert_mamba = inserting.insert_mamba
+    def free_device(self, component: type, slots: Sequence[int]) -> None:
+        """Hand request-owned device slots back (from `alloc_device`, not donated)."""
+        self.ledger.check_thread("free_device")
+        i = self.components.index(component)
+        free_lent(self.components.by_index[i].device, slots)
 
-    _on_split = splits.on_split
+    def write_slots(
+        self, component: type, slots: Sequence[int], data: torch.Tensor, tier: Tier = Tier.DEVICE
+    ) -> None:
+        """Store rows into a pool (tests and the engine's reference model)."""
+        self.components.index(component)
+        self.pools.write(component, tier, slots, data)
 
-    load_back = loading.load_back
-    _settle_load_back = loading.settle_load_back
-    _publish_swa_device = loading.publish_swa_device
+    def read_slots(self, component: type, slots: Sequence[int], tier: Tier = Tier.DEVICE) -> torch.Tensor:
+        """A CPU copy of rows of a pool."""
+        self.components.index(component)
+        return self.pools.read(component, tier, slots)
 
-    backup = backups.backup
-    _unbacked_chain = backups.unbacked_chain
-    _backup_nodes = backups.backup_nodes
-    _backup_aux = backups.backup_aux
-    _settle_backup = backups.settle_backup
-    _publish_swa_host = backups.publish_swa_host
+    def lent_slots(self, component: Component) -> set[int]:
+        """Device slots currently owned by requests (allocated, not yet donated or freed)."""
+        return set(self.components.by_index[self.components.index(component)].device.lent())
 
-    poll = acks.poll
-    deliver = acks.deliver
-    in_flight = acks.in_flight
-    _on_ack = acks.on_ack
-    _sync_backups = acks.sync_backups
+    def path_pages(self, node: Node, component: type = Full, tier: Tier = Tier.DEVICE) -> list[int]:
+        """The pages (Full/SWA) of the whole path ending at `node`, root first, on one tier.
 
-    evict_device = eviction.evict_device
-    _evict_dev = eviction.evict_dev
-    _evict_dev_full = eviction.evict_dev_full
-    _blocked = eviction.blocked
-    _demote = eviction.demote
-    _free_dev_swa = eviction.free_dev_swa
-    _free_dev_mamba = eviction.free_dev_mamba
-    _drop_subtree = eviction.drop_subtree
-    _evict_dev_aux = eviction.evict_dev_aux
+        Raises `InvalidArgumentError` if a node of the path lacks them (e.g. a
+        host-only node asked for device pages, or an SWA tombstone).
+        """
+        self._check_node(node)
+        i = self.components.index(component)
+        if i == MAMBA:
+            raise InvalidArgumentError("path_pages: Mamba has one state per node, not pages")
+        return path_pages(node, i, component.__name__, tier)
 
-    evict_host = host_eviction.evict_host
-    _evict_host = host_eviction.evict_host_index
-    _evict_host_aux = host_eviction.evict_host_aux
+    def lock(self, node: Node) -> LockReceipt:
+        """Lock the path ending at `node` (its device-resident part) for a running request.
 
-    _after_child_removed = removal.after_child_removed
-    _iter_subtree = removal.iter_subtree
-    _free_node = removal.free_node
+        A path with nothing on device gives a 0-token receipt and notes a
+        `HOST_ONLY` (or `ROOT`) reason on `reasons`.
+        """
+        self.ledger.check_thread("lock")
+        self._check_node(node)
+        return self._locks.lock(node)
 
-    reclaim_host_duplicates = reclaim.reclaim_host_duplicates
+    def unlock(self, receipt: LockReceipt) -> None:
+        """Release exactly what `lock` took; a second unlock raises `DoubleReleaseError`."""
+        self.ledger.check_thread("unlock")
+        self._locks.unlock(receipt)
 
-    reset = resetting.reset
+    def insert(
+        self,
+        tokens: Sequence[int],
+        full_slots: Sequence[int],
+        *,
+        start: int = 0,
+        swa_slots: Sequence[int] | None = None,
+        mamba_slot: int | None = None,
+        mamba_donate: bool = True,
+    ) -> InsertResult:
+        """Cache a computed sequence; every slot passed moves to the cache.
 
+        `tokens[:start]` must already be on device along the tree path (the
+        request's locked prefix); `full_slots`/`swa_slots` are the request's
+        pages for `tokens[start:]`. See docs/cache.md for the Mamba modes.
+        Bad arguments, or pages the request does not own, raise before
+        anything changes.
+        """
+        self.ledger.check_thread("insert")
+        tb = encode_tokens(tokens)
+        fs = list(full_slots)
+        ss = list(swa_slots) if swa_slots is not None else None
+        ins = self._inserter
+        ins.take_request_slots(len(tb) // TOKEN_BYTES, start, fs, ss, mamba_slot)
+        return ins.insert(tb, fs, start, ss, mamba_slot, mamba_donate)
+
+    def load_back(self, anchor: Node) -> LoadBackTicket | None:
+        """Start moving what `anchor` needs from host to device; None if nothing can/need move.
+
+        One lease per component that moves data is taken *before* device
+        pages are allocated, so the eviction that allocation may run never
+        touches what this load-back reads nor the anchor's path. A load-back
+        of an anchor whose copy is in flight joins it. Every None notes its
+        `Reason` (root, nothing to move, missing state, no device room) on
+        `reasons`.
+        """
+        self.ledger.check_thread("load_back")
+        self._check_node(anchor)
+        return self._load_backs.load_back(anchor)
+
+    def backup(self, node: Node) -> int | None:
+        """Start a backup of `node` to host (write_through: with its unbacked ancestors).
+
+        Returns the backup ticket id, or None when there is nothing to back up
+        (already backed, already in flight) or no host room.
+        """
+        self.ledger.check_thread("backup")
+        self._check_node(node)
+        return self.backups.backup(node)
+
+    def poll(self) -> list[Completion]:
+        """Collect the engine's acks (and any posted to `inbox`) and settle their tickets."""
+        self.ledger.check_thread("poll")
+        return self._acks.poll()
+
+    def deliver(self, ack: Ack) -> Completion | None:
+        """Process one ack now (REPL, tests, engines that hand acks over directly).
+
+        Returns the completion of the ticket the ack names (the load-backs that
+        joined its copy settle with it; `poll` lists those too).
+        """
+        self.ledger.check_thread("deliver")
+        if not isinstance(ack, Ack):
+            raise InvalidArgumentError(f"deliver: expected an Ack, got {type(ack).__name__}")
+        return self._acks.deliver(ack)
+
+    def in_flight(self) -> int:
+        """Tickets of the current epoch waiting for their ack."""
+        return len(self.ticket_table)
+
+    def evict_device(self, component: type, n: int) -> int:
+        """Free at least `n` device pages (Full/SWA) or slots (Mamba) if unpinned data allows."""
+        self.ledger.check_thread("evict_device")
+        i = self._check_count("evict_device", component, n)
+        return self.room.evict(i, n)
+
+    def evict_host(self, component: type, n: int) -> int:
+        """Free at least `n` host pages/slots of `component` if unpinned data allows."""
+        self.ledger.check_thread("evict_host")
+        i = self._check_count("evict_host", component, n)
+        return self.evictor.evict_host(i, n)
+
+    def reclaim_host_duplicates(self, n: int) -> int:
+        """Free up to `n`+ Full host pages whose data is also on device (see `DuplicateReclaimer`)."""
+        self.ledger.check_thread("reclaim_host_duplicates")
+        if not isinstance(n, int) or n < 0:
+            raise InvalidArgumentError(f"reclaim_host_duplicates({n!r}): n must be an int >= 0")
+        return self._reclaimer.reclaim(n)
+
+    def reset(self) -> int:
+        """Drop every cached prefix and start a new epoch; returns the new epoch.
+
+        Every lease is revoked (they leave all pin sets). Slots an unfinished
+        copy may read or write are quarantined until that copy's (now stale)
+        ack; every other slot the tree or a ticket held is freed. Request-owned
+        slots are left to their requests.
+        """
+        self.ledger.check_thread("reset")
+        return self._resetter.reset()
 
     def sanity_check(self) -> SanityReport:
         """Recompute every derived count and pin set from the live leases; list violations."""

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from leases import Borrowed, PinSet
 
 from unicache.tickets import BackupTicket, LoadBack, Ticket
+from unicache.ticket_table import QuarantineRecord
 from unicache.tree.node import Node
-
-if TYPE_CHECKING:
-    from unicache.cache import UniCache
-    from unicache.ticket_table import QuarantineRecord
+from unicache.view import CacheView
 
 
 C = TypeVar("C")
@@ -102,7 +100,7 @@ class QuarantineInfo:
         }
 
 
-def node_info(cache: UniCache, node: Node) -> NodeInfo:
+def node_info(cache: CacheView, node: Node) -> NodeInfo:
     info = NodeInfo(
         node.id,
         node.parent.id if node.parent is not None else None,
@@ -155,7 +153,7 @@ def quarantine_info(q: QuarantineRecord) -> QuarantineInfo:
     return QuarantineInfo(q.ticket.id, q.generation, kind, slots)
 
 
-def dump_state(cache: UniCache) -> dict[str, object]:
+def dump_state(cache: CacheView) -> dict[str, object]:
     """Config, tree (with pins), tickets, quarantine, pools, counters, leases and recent events."""
     ledger = cache.ledger
     return {

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 from leases import PinSet
 
 from unicache.components.full import is_device_leaf
@@ -17,9 +15,7 @@ from unicache.tickets import BackupTicket, LoadBack
 from unicache.transfer.base import Tier
 from unicache.tree.node import TOKEN_BYTES, Node
 from unicache.tree.pins import covered
-
-if TYPE_CHECKING:
-    from unicache.cache import UniCache
+from unicache.view import CacheView
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +107,7 @@ def _pinsets(
     return node.pins_full, node.pins_swa, node.pins_mamba
 
 
-def sanity_check(cache: UniCache) -> SanityReport:
+def sanity_check(cache: CacheView) -> SanityReport:
     """Check structure, residency, pool accounting, pins, tickets, heaps and duplicates."""
     r = SanityReport()
     ps = cache.config.page_size
@@ -125,7 +121,7 @@ def sanity_check(cache: UniCache) -> SanityReport:
     return r
 
 
-def _check_structure(cache: UniCache, nodes: list[Node], ps: int, r: SanityReport) -> None:
+def _check_structure(cache: CacheView, nodes: list[Node], ps: int, r: SanityReport) -> None:
     cfg = cache.config
     if cache.node_count != len(nodes):
         r.add("count", f"tree size {cache.node_count} != {len(nodes)} nodes reachable")
@@ -181,7 +177,7 @@ def _check_structure(cache: UniCache, nodes: list[Node], ps: int, r: SanityRepor
         r.add("residency", "the root must hold empty Full lists", node=root)
 
 
-def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     owned: dict[tuple[type, Tier], list[int]] = {}
 
     def own(comp: type, tier: Tier, slots: Sequence[int] | None) -> None:
@@ -191,7 +187,7 @@ def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
     for x in nodes:
         if x.parent is None:
             continue
-        for store in cache._stores:
+        for store in cache.components.by_index:
             own(store.marker, Tier.DEVICE, store.device_slots(x))
             own(store.marker, Tier.HOST, store.host_slots(x))
     for t in cache.live_tickets():
@@ -255,7 +251,7 @@ def _check_pools(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
                 )
 
 
-def _check_pins(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     """Recompute every node's pin sets from the live leases (each lease names its pin sets)."""
     live = cache.ledger.live()
     r.live_leases = len(live)
@@ -321,7 +317,7 @@ def _check_pins(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
                       component=_NAMES[ci] if ci >= 0 else None, lease=lid)
 
 
-def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
+def _check_tickets(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     epoch = cache.ledger.epoch
     ps = cache.config.page_size
     for t in cache.live_tickets():
@@ -371,15 +367,15 @@ def _check_tickets(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
                       f"destination holds {len(t.full_dst) * ps}")
 
 
-def _check_heaps(cache: UniCache, nodes: list[Node], r: SanityReport) -> None:
-    dev = [st.lru_device for st in cache._stores]
-    host = [st.lru_host for st in cache._stores]
+def _check_heaps(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
+    dev = [st.lru_device for st in cache.components.by_index]
+    host = [st.lru_host for st in cache.components.by_index]
     for heap in (*dev, *host):
         bits = sum(1 for x in nodes if x.lru & heap.bit)
         alive_entries = sum(1 for e in heap.heap if e[3].alive)
         if bits != alive_entries:
             r.add("lru", f"heap bit {heap.bit}: {bits} nodes flagged, {alive_entries} live entries")
-    dups = cache._dups
+    dups = cache.components.full.dups
     for x in nodes:
         if x.parent is None:
             continue

@@ -50,7 +50,7 @@ from leases.check.runner import _source_text, _with_text, prepare_options
 from leases.check.walk import children
 
 EXEMPT: dict[tuple[str, str], str] = {
-    ("unicache.ops.load_back", "return _join(cache, ticket, copy)"):
+    ("unicache.ops.load_back", "return self._join(ticket, copy)"):
         "deleting the return falls through to the ordinary copy path, which still hands the "
         "ticket on (to the ticket table, or closes it on a refusal): a second copy of the same "
         "bytes, not an ownership error (tests/unicache/test_load_back.py catches it)",

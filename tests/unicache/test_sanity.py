@@ -81,5 +81,5 @@ def test_missing_heap_entry_and_duplicate_tracking(make_cache: MakeCache) -> Non
     (a,) = chain(cache, d, SEQ[:4], [4])
     cache.backup(a)
     d.settle()
-    cache._dups.clear()
+    cache.components.full.dups.clear()
     assert "dups" in _kinds(cache.sanity_check().violations)

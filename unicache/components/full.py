@@ -46,13 +46,25 @@ class FullStore(ComponentStore):
     """Full-attention KV: a page per `page_size` tokens on every node; the base component.
 
     Device residency is prefix-closed; a node's parent counts its device
-    children (`dev_children`), which `drop_device` keeps right.
+    children (`dev_children`), which `drop_device` keeps right. `dups`
+    indexes the nodes whose Full KV is on both tiers (candidates for
+    reclaiming the host copy); entries may be stale and are checked on use.
     """
 
-    __slots__ = ()
+    __slots__ = ("dups",)
     marker = Full
     index = FULL
     unit = "page"
+
+    dups: dict[int, Node]
+
+    def new_tree(self) -> None:
+        super().new_tree()
+        self.dups = {}
+
+    def note_duplicate(self, node: Node) -> None:
+        """Index `node` as holding its Full KV on device and host."""
+        self.dups[node.id] = node
 
     def pins(self, node: Node) -> PinSet[Full, Node] | None:
         return node.pins_full

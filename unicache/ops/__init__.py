@@ -1,5 +1,6 @@
-"""The cache's operations, one concept per module; `UniCache` binds them as its methods.
+"""The cache's operations, each owned by one object that `UniCache` composes.
 
-Each function takes the cache as its first argument and reaches the others
-through it (`cache._evict_dev(...)`), so every operation has one entry point.
+Owners get their collaborators at construction (tree, component stores,
+ticket table, ledger, counters, reasons, engine) and expose public methods;
+none reads another's private state. See docs/architecture.md for the list.
 """

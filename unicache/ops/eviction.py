@@ -1,213 +1,267 @@
-"""Device eviction: leaf-first LRU per component, cascading to lower ones, never a pinned node."""
+"""`Evictor`: device eviction, leaf-first LRU per component, cascading to lower ones, never a pinned node.
+
+Eviction never starts a backup itself. Under write_back a device pass stops
+at a victim whose data is on device only and reports it (`BackupNeed`);
+whoever makes room (`ops/room.py`) asks the backup scheduler for that copy,
+then hands the victim back to the pass (`resume`) and lets it go on.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from array import array
 
-from leases import EventKind
-
+from unicache.components.catalog import ComponentSet
 from unicache.components.full import is_device_leaf
-from unicache.markers import FULL, MAMBA, SWA_IDX
-from unicache.reasons import Reason, ReasonKind
+from unicache.counters import CacheCounters
+from unicache.markers import FULL, SWA_IDX
+from unicache.ops.blocked import BlockLog
+from unicache.ops.host_eviction import HostEvictor
+from unicache.ops.removal import NodeRemoval, iter_subtree
+from unicache.tree.lru import LazyLRU
 from unicache.tree.node import Node
 from unicache.tree.pins import has_pins
 
-if TYPE_CHECKING:
-    from unicache.cache import UniCache
 
+class BackupNeed:
+    """A write_back victim whose data is on device only: back it up before it is evicted.
 
-def evict_device(cache: UniCache, component: type, n: int) -> int:
-    """Free at least `n` device pages (Full/SWA) or slots (Mamba) if unpinned data allows."""
-    return cache._evict_dev(cache._cidx(component), n)
-
-
-def evict_dev(cache: UniCache, i: int, n: int) -> int:
-    if n <= 0:
-        return 0
-    if i == FULL:
-        return cache._evict_dev_full(n)
-    return cache._evict_dev_aux(i, n)
-
-
-def evict_dev_full(cache: UniCache, n: int) -> int:
-    """Free at least `n` device Full pages, leaf-first LRU (SWA and Mamba cascade).
-
-    Under write_back a victim whose data (Full, or a cascaded SWA/Mamba
-    state) is on device only is backed up first; with `sync_write_back`
-    the backup is completed at once and the victim demoted, so victims go
-    in exact LRU order (a parent that becomes a leaf can be next). A
-    victim whose backup fails is dropped; without `sync_write_back` it
-    stays until its backup's ack, and a later eviction takes it.
+    `full`: back up the node's Full chain (it has no host copy); otherwise
+    back up its device-only SWA pages (`swa`) and/or Mamba state (`mamba`).
     """
-    freed = 0
-    heap = cache._stores[FULL].lru_device
-    wb = cache._wb
-    sync = cache.config.sync_write_back
-    blocked: list[Node] = []
-    while freed < n:
-        node = heap.pop()
-        if node is None:
-            break
-        if not node.alive or node.dev_full is None or node.parent is None:
-            continue
-        if not is_device_leaf(node):
-            continue
-        if node.pinned():
-            blocked.append(node)
-            cache._blocked(node, "Full", "device")
-            continue
-        if wb:
-            tid: int | None = None
-            if node.host_pages is None:
-                tid = cache._backup_nodes([node])
-            elif (node.dev_mamba is not None and node.host_mamba is None) or (
-                node.dev_swa is not None and node.host_swa_pages is None
-            ):
-                tid = cache._backup_aux(node, True, True)
-            if tid is not None:
-                if sync:
-                    cache._sync_backups((tid,))
-                if not sync or node.pinned():
-                    blocked.append(node)
-                    continue
+
+    __slots__ = ("node", "full", "swa", "mamba")
+
+    def __init__(self, node: Node, full: bool, swa: bool, mamba: bool) -> None:
+        self.node = node
+        self.full = full
+        self.swa = swa
+        self.mamba = mamba
+
+    def __repr__(self) -> str:
+        return f"<BackupNeed #{self.node.id} full={self.full} swa={self.swa} mamba={self.mamba}>"
+
+
+class DevicePass:
+    """One device eviction of at least `n` slots of one component, in exact LRU order.
+
+    `next_victim()` evicts until `n` are freed or nothing is left (None), or
+    until a victim needs a backup first (its `BackupNeed`); `resume(need,
+    started, waited)` then evicts that victim, or holds it back when its
+    backup is still in flight. `finish()` files the held-back candidates
+    in their heap again and returns what was freed.
+    """
+
+    __slots__ = ("_evictor", "_full", "_swa", "_n", "freed", "_heap", "_blocked", "_write_back")
+
+    _blocked: list[Node]
+
+    def __init__(self, evictor: Evictor, i: int, n: int, heap: LazyLRU, write_back: bool) -> None:
+        self._evictor = evictor
+        self._full = i == FULL
+        self._swa = i == SWA_IDX
+        self._n = n
+        self.freed = 0
+        self._heap = heap
+        self._blocked = []
+        self._write_back = write_back
+
+    def next_victim(self) -> BackupNeed | None:
+        if self._full:
+            return self._next_full()
+        return self._next_aux()
+
+    def resume(self, need: BackupNeed, started: bool, waited: bool) -> None:
+        """Evict `need`'s victim after its backup (`started`: a backup was submitted; `waited`: its
+        ack is settled); a victim whose backup is in flight or that is pinned again is held back."""
+        node = need.node
+        if started:
+            if self._full:
+                pinned = node.pinned()
+            else:
+                pinned = has_pins(node.pins_swa) or has_pins(node.pins_mamba)
+            if not waited or pinned:
+                self._blocked.append(node)
+                return
+        if self._full:
+            self._evict_full(node)
+        else:
+            self._evict_aux(node)
+
+    def finish(self) -> int:
+        heap = self._heap
+        for b in self._blocked:
+            heap.push(b)
+        self._blocked = []
+        return self.freed
+
+    def _next_full(self) -> BackupNeed | None:
+        heap = self._heap
+        wb = self._write_back
+        ev = self._evictor
+        while self.freed < self._n:
+            node = heap.pop()
+            if node is None:
+                break
+            if not node.alive or node.dev_full is None or node.parent is None:
+                continue
+            if not is_device_leaf(node):
+                continue
+            if node.pinned():
+                self._blocked.append(node)
+                ev.note_blocked(node, "Full")
+                continue
+            if wb:
+                if node.host_pages is None:
+                    return BackupNeed(node, True, False, False)
+                if (node.dev_mamba is not None and node.host_mamba is None) or (
+                    node.dev_swa is not None and node.host_swa_pages is None
+                ):
+                    return BackupNeed(node, False, True, True)
+            self._evict_full(node)
+        return None
+
+    def _evict_full(self, node: Node) -> None:
         if node.host_pages is None:
-            freed += cache._drop_subtree(node)
-            continue
-        freed += cache._demote(node)
-    for b in blocked:
-        heap.push(b)
-    return freed
-
-
-def blocked(cache: UniCache, node: Node, component: str, tier: str) -> None:
-    """Count a pinned eviction candidate, note its `PINNED` reason and record it in the flight recorder."""
-    cache.counters.evict_blocked += 1
-    ids = tuple(
-        lease_id
-        for store in cache.stores
-        if (p := store.pins(node)) is not None
-        for lease_id in p.ids()
-    )
-    op = "evict" if tier == "device" else "evict_host"
-    cache.reasons.note(Reason(op, ReasonKind.PINNED, component.lower(), (node.id,), leases=ids))
-    if cache.ledger.history:
-        cache.ledger.record(
-            EventKind.EVICT_BLOCKED, nodes=(node.id,), component=component,
-            detail=f"pinned by leases {list(ids)} (tier {tier})",
-        )
-
-
-def demote(cache: UniCache, node: Node) -> int:
-    """Drop `node`'s device copies (Full cascades to SWA and Mamba); host copies stay."""
-    c = cache.counters
-    pages = node.dev_full
-    parent = node.parent
-    assert pages is not None and parent is not None
-    node.dev_full = None
-    parent.dev_children -= 1
-    cache._fd.free(pages)
-    if node.dev_swa is not None:
-        cache._free_dev_swa(node)
-    if node.dev_mamba is not None:
-        cache._free_dev_mamba(node)
-    c.demotions += 1
-    c.device_evictions += 1
-    c.full_pages_evicted += len(pages)
-    if parent.parent is not None and is_device_leaf(parent):
-        cache._stores[FULL].lru_device.push(parent)
-    if not node.children and node.host_pages is not None:
-        cache._stores[FULL].lru_host.push(node)
-    return len(pages)
-
-
-def free_dev_swa(cache: UniCache, node: Node) -> int:
-    freed = cache._stores[SWA_IDX].drop_device(node)
-    cache.counters.swa_pages_evicted += freed
-    if node.host_swa_pages is None:
-        cache.counters.aux_lost += 1
-    return freed
-
-
-def free_dev_mamba(cache: UniCache, node: Node) -> int:
-    freed = cache._stores[MAMBA].drop_device(node)
-    cache.counters.mamba_evicted += 1
-    if node.host_mamba is None:
-        cache.counters.aux_lost += 1
-    return freed
-
-
-def drop_subtree(cache: UniCache, node: Node) -> int:
-    """Remove `node` and everything below it (data lost); 0 if any of it is pinned."""
-    sub = list(cache._iter_subtree(node))
-    for x in sub:
-        if x.pinned():
-            cache._blocked(x, "Full", "device")
-            return 0
-    freed = 0
-    for x in reversed(sub):
-        freed += cache._free_node(x)
-        cache._tree.remove_leaf(x)
-        cache.counters.dropped_nodes += 1
-    parent = node.parent
-    assert parent is not None
-    cache._after_child_removed(parent)
-    return freed
-
-
-def evict_dev_aux(cache: UniCache, i: int, n: int) -> int:
-    """Free device SWA pages or Mamba slots, LRU; SWA eviction cascades to the node's Mamba.
-
-    Under write_back a state whose only copy is on device is backed up
-    first, like a Full victim, unless no host room can be made; then it
-    is lost (`aux_lost`).
-    """
-    heap = cache._stores[i].lru_device
-    c = cache.counters
-    freed = 0
-    wb = cache._wb
-    sync = cache.config.sync_write_back
-    swa = i == SWA_IDX
-    name = "SWA" if swa else "Mamba"
-    blocked: list[Node] = []
-    while freed < n:
-        node = heap.pop()
-        if node is None:
-            break
-        if not node.alive:
-            continue
-        if swa:
-            if node.dev_swa is None:
-                continue
-            if has_pins(node.pins_swa) or has_pins(node.pins_mamba):
-                blocked.append(node)
-                cache._blocked(node, name, "device")
-                continue
-            lose_swa = node.host_swa_pages is None
-            lose_mamba = node.dev_mamba is not None and node.host_mamba is None
+            self.freed += self._evictor.drop_subtree(node)
         else:
-            if node.dev_mamba is None:
+            self.freed += self._evictor.demote(node)
+
+    def _next_aux(self) -> BackupNeed | None:
+        heap = self._heap
+        wb = self._write_back
+        ev = self._evictor
+        swa = self._swa
+        name = "SWA" if swa else "Mamba"
+        while self.freed < self._n:
+            node = heap.pop()
+            if node is None:
+                break
+            if not node.alive:
                 continue
-            if has_pins(node.pins_mamba):
-                blocked.append(node)
-                cache._blocked(node, name, "device")
-                continue
-            lose_swa = False
-            lose_mamba = node.host_mamba is None
-        if wb and (lose_swa or lose_mamba):
-            tid = cache._backup_aux(node, lose_swa, lose_mamba)
-            if tid is not None:
-                if sync:
-                    cache._sync_backups((tid,))
-                if not sync or has_pins(node.pins_swa) or has_pins(node.pins_mamba):
-                    blocked.append(node)
+            if swa:
+                if node.dev_swa is None:
                     continue
-        if swa:
-            freed += cache._free_dev_swa(node)
+                if has_pins(node.pins_swa) or has_pins(node.pins_mamba):
+                    self._blocked.append(node)
+                    ev.note_blocked(node, name)
+                    continue
+                lose_swa = node.host_swa_pages is None
+                lose_mamba = node.dev_mamba is not None and node.host_mamba is None
+            else:
+                if node.dev_mamba is None:
+                    continue
+                if has_pins(node.pins_mamba):
+                    self._blocked.append(node)
+                    ev.note_blocked(node, name)
+                    continue
+                lose_swa = False
+                lose_mamba = node.host_mamba is None
+            if wb and (lose_swa or lose_mamba):
+                return BackupNeed(node, False, lose_swa, lose_mamba)
+            self._evict_aux(node)
+        return None
+
+    def _evict_aux(self, node: Node) -> None:
+        ev = self._evictor
+        if self._swa:
+            self.freed += ev.free_dev_swa(node)
             if node.dev_mamba is not None:
-                cache._free_dev_mamba(node)
+                ev.free_dev_mamba(node)
         else:
-            freed += cache._free_dev_mamba(node)
+            self.freed += ev.free_dev_mamba(node)
+        ev.count_device_eviction()
+
+
+class Evictor:
+    """Owns eviction: device passes per component (`device_pass`), demotion, dropping subtrees,
+    and host eviction (`evict_host`, `alloc_host`) through its `HostEvictor`."""
+
+    __slots__ = ("_components", "_counters", "_removal", "_blocks", "_host", "_write_back")
+
+    def __init__(
+        self,
+        components: ComponentSet,
+        counters: CacheCounters,
+        removal: NodeRemoval,
+        blocks: BlockLog,
+        host: HostEvictor,
+        write_back: bool,
+    ) -> None:
+        self._components = components
+        self._counters = counters
+        self._removal = removal
+        self._blocks = blocks
+        self._host = host
+        self._write_back = write_back
+
+    def device_pass(self, i: int, n: int) -> DevicePass:
+        """A pass freeing at least `n` device slots of component index `i` (see `DevicePass`)."""
+        heap = self._components.by_index[i].lru_device
+        return DevicePass(self, i, n, heap, self._write_back)
+
+    def evict_host(self, i: int, n: int) -> int:
+        return self._host.evict(i, n)
+
+    def alloc_host(self, i: int, n: int) -> array[int] | None:
+        return self._host.alloc(i, n)
+
+    def note_blocked(self, node: Node, component: str) -> None:
+        self._blocks.note(node, component, "device")
+
+    def count_device_eviction(self) -> None:
+        self._counters.device_evictions += 1
+
+    def demote(self, node: Node) -> int:
+        """Drop `node`'s device copies (Full cascades to SWA and Mamba); host copies stay."""
+        c = self._counters
+        full = self._components.full
+        pages = node.dev_full
+        parent = node.parent
+        assert pages is not None and parent is not None
+        node.dev_full = None
+        parent.dev_children -= 1
+        full.device.free(pages)
+        if node.dev_swa is not None:
+            self.free_dev_swa(node)
+        if node.dev_mamba is not None:
+            self.free_dev_mamba(node)
+        c.demotions += 1
         c.device_evictions += 1
-    for b in blocked:
-        heap.push(b)
-    return freed
+        c.full_pages_evicted += len(pages)
+        if parent.parent is not None and is_device_leaf(parent):
+            full.lru_device.push(parent)
+        if not node.children and node.host_pages is not None:
+            full.lru_host.push(node)
+        return len(pages)
+
+    def free_dev_swa(self, node: Node) -> int:
+        freed = self._components.swa.drop_device(node)
+        self._counters.swa_pages_evicted += freed
+        if node.host_swa_pages is None:
+            self._counters.aux_lost += 1
+        return freed
+
+    def free_dev_mamba(self, node: Node) -> int:
+        freed = self._components.mamba.drop_device(node)
+        self._counters.mamba_evicted += 1
+        if node.host_mamba is None:
+            self._counters.aux_lost += 1
+        return freed
+
+    def drop_subtree(self, node: Node) -> int:
+        """Remove `node` and everything below it (data lost); 0 if any of it is pinned."""
+        sub = list(iter_subtree(node))
+        for x in sub:
+            if x.pinned():
+                self._blocks.note(x, "Full", "device")
+                return 0
+        removal = self._removal
+        freed = 0
+        for x in reversed(sub):
+            freed += removal.free_node(x)
+            removal.remove_leaf(x)
+            self._counters.dropped_nodes += 1
+        parent = node.parent
+        assert parent is not None
+        removal.after_child_removed(parent)
+        return freed

@@ -1,79 +1,107 @@
-"""Host eviction: host-only leaves (Full) and host states (SWA, Mamba), LRU, never pinned ones."""
+"""`HostEvictor`: host-only Full leaves and host SWA/Mamba states, LRU, never a pinned one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from array import array
 
+from unicache.components.catalog import ComponentSet
+from unicache.counters import CacheCounters
 from unicache.markers import FULL
+from unicache.ops.blocked import BlockLog
+from unicache.ops.reclaim import DuplicateReclaimer
+from unicache.ops.removal import NodeRemoval
 from unicache.tree.node import Node
 
-if TYPE_CHECKING:
-    from unicache.cache import UniCache
 
+class HostEvictor:
+    """Makes host room: reclaims duplicates (write_back), then evicts LRU host data."""
 
-def evict_host(cache: UniCache, component: type, n: int) -> int:
-    """Free at least `n` host pages/slots of `component` if unpinned data allows."""
-    return cache._evict_host(cache._cidx(component), n)
+    __slots__ = ("_components", "_counters", "_removal", "_reclaimer", "_blocks", "_write_back")
 
+    def __init__(
+        self,
+        components: ComponentSet,
+        counters: CacheCounters,
+        removal: NodeRemoval,
+        reclaimer: DuplicateReclaimer,
+        blocks: BlockLog,
+        write_back: bool,
+    ) -> None:
+        self._components = components
+        self._counters = counters
+        self._removal = removal
+        self._reclaimer = reclaimer
+        self._blocks = blocks
+        self._write_back = write_back
 
-def evict_host_index(cache: UniCache, i: int, n: int) -> int:
-    if n <= 0:
-        return 0
-    if i != FULL:
-        return cache._evict_host_aux(i, n)
-    freed = cache.reclaim_host_duplicates(n) if cache._wb else 0
-    heap = cache._stores[FULL].lru_host
-    c = cache.counters
-    blocked: list[Node] = []
-    while freed < n:
-        node = heap.pop()
-        if node is None:
-            break
-        if (
-            not node.alive
-            or node.dev_full is not None
-            or node.host_pages is None
-            or node.children
-        ):
-            continue
-        if node.pinned():
-            blocked.append(node)
-            cache._blocked(node, "Full", "host")
-            continue
-        freed += len(node.host_pages)
-        c.host_pages_evicted += len(node.host_pages)
-        c.host_evictions += 1
-        cache._free_node(node)
-        cache._tree.remove_leaf(node)
-        parent = node.parent
-        assert parent is not None
-        cache._after_child_removed(parent)
-    for b in blocked:
-        heap.push(b)
-    return freed
+    def alloc(self, i: int, n: int) -> array[int] | None:
+        """`n` host slots of component index `i`, evicting host data on shortfall; None if it cannot."""
+        alloc = self._components.by_index[i].host
+        got = alloc.alloc_compact(n)
+        if got is None:
+            self.evict(i, n - alloc.free_count)
+            got = alloc.alloc_compact(n)
+        return got
 
+    def evict(self, i: int, n: int) -> int:
+        """Free at least `n` host pages/slots of component index `i` if unpinned data allows."""
+        if n <= 0:
+            return 0
+        if i != FULL:
+            return self._evict_aux(i, n)
+        freed = self._reclaimer.reclaim(n) if self._write_back else 0
+        heap = self._components.full.lru_host
+        c = self._counters
+        removal = self._removal
+        blocked: list[Node] = []
+        while freed < n:
+            node = heap.pop()
+            if node is None:
+                break
+            if (
+                not node.alive
+                or node.dev_full is not None
+                or node.host_pages is None
+                or node.children
+            ):
+                continue
+            if node.pinned():
+                blocked.append(node)
+                self._blocks.note(node, "Full", "host")
+                continue
+            freed += len(node.host_pages)
+            c.host_pages_evicted += len(node.host_pages)
+            c.host_evictions += 1
+            removal.free_node(node)
+            removal.remove_leaf(node)
+            parent = node.parent
+            assert parent is not None
+            removal.after_child_removed(parent)
+        for b in blocked:
+            heap.push(b)
+        return freed
 
-def evict_host_aux(cache: UniCache, i: int, n: int) -> int:
-    """Free host SWA pages or Mamba states, LRU, never a pinned one (its component's pins only)."""
-    store = cache._stores[i]
-    heap = store.lru_host
-    c = cache.counters
-    freed = 0
-    blocked: list[Node] = []
-    while freed < n:
-        node = heap.pop()
-        if node is None:
-            break
-        if not node.alive or store.host_slots(node) is None:
-            continue
-        if store.pinned(node):
-            blocked.append(node)
-            cache._blocked(node, store.name, "host")
-            continue
-        freed += store.drop_host(node)
-        if store.device_slots(node) is None:
-            c.aux_lost += 1
-        c.host_evictions += 1
-    for b in blocked:
-        heap.push(b)
-    return freed
+    def _evict_aux(self, i: int, n: int) -> int:
+        """Free host SWA pages or Mamba states, LRU, never a pinned one (its component's pins only)."""
+        store = self._components.by_index[i]
+        heap = store.lru_host
+        c = self._counters
+        freed = 0
+        blocked: list[Node] = []
+        while freed < n:
+            node = heap.pop()
+            if node is None:
+                break
+            if not node.alive or store.host_slots(node) is None:
+                continue
+            if store.pinned(node):
+                blocked.append(node)
+                self._blocks.note(node, store.name, "host")
+                continue
+            freed += store.drop_host(node)
+            if store.device_slots(node) is None:
+                c.aux_lost += 1
+            c.host_evictions += 1
+        for b in blocked:
+            heap.push(b)
+        return freed

@@ -1,29 +1,18 @@
-"""Removing data from nodes: free every slot of a node, re-file a parent whose child left."""
+"""`NodeRemoval`: freeing every slot of a node, and re-filing a parent whose child left."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from unicache.components.catalog import ComponentSet
 from unicache.components.full import is_device_leaf
-from unicache.markers import FULL
+from unicache.components.store import ComponentStore
 from unicache.tree.node import Node
-
-if TYPE_CHECKING:
-    from unicache.cache import UniCache
+from unicache.tree.radix import RadixTree
 
 
-def after_child_removed(cache: UniCache, parent: Node) -> None:
-    if parent.parent is None:
-        return
-    if parent.dev_full is not None:
-        if is_device_leaf(parent):
-            cache._stores[FULL].lru_device.push(parent)
-    elif not parent.children and parent.host_pages is not None:
-        cache._stores[FULL].lru_host.push(parent)
-
-
-def iter_subtree(cache: UniCache, node: Node) -> Iterator[Node]:
+def iter_subtree(node: Node) -> Iterator[Node]:
+    """`node` and every node below it, parents before children."""
     stack = [node]
     while stack:
         x = stack.pop()
@@ -31,9 +20,36 @@ def iter_subtree(cache: UniCache, node: Node) -> Iterator[Node]:
         stack.extend(x.children.values())
 
 
-def free_node(cache: UniCache, x: Node) -> int:
-    """Free every slot a node holds, every component, both tiers; returns Full device pages freed."""
-    freed = cache._full.free_node(x)
-    for store in cache.stores[1:]:
-        store.free_node(x)
-    return freed
+class NodeRemoval:
+    """Frees a node's slots (every component, both tiers) and takes leaves out of the tree."""
+
+    __slots__ = ("_tree", "_components", "_aux")
+
+    _aux: tuple[ComponentStore, ...]
+
+    def __init__(self, tree: RadixTree, components: ComponentSet) -> None:
+        self._tree = tree
+        self._components = components
+        self._aux = components.configured[1:]
+
+    def free_node(self, x: Node) -> int:
+        """Free every slot `x` holds; returns the Full device pages freed."""
+        freed = self._components.full.free_node(x)
+        for store in self._aux:
+            store.free_node(x)
+        return freed
+
+    def remove_leaf(self, x: Node) -> None:
+        """Take the (slot-free) leaf `x` out of the tree; its parent is not re-filed."""
+        self._tree.remove_leaf(x)
+
+    def after_child_removed(self, parent: Node) -> None:
+        """Re-file `parent` in the Full heap it now belongs to (a device or a host leaf)."""
+        if parent.parent is None:
+            return
+        full = self._components.full
+        if parent.dev_full is not None:
+            if is_device_leaf(parent):
+                full.lru_device.push(parent)
+        elif not parent.children and parent.host_pages is not None:
+            full.lru_host.push(parent)

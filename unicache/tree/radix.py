@@ -41,7 +41,7 @@ class RadixTree:
     fragment.
     """
 
-    __slots__ = ("page_size", "page_bytes", "root", "ids", "on_split", "size", "owner")
+    __slots__ = ("page_size", "page_bytes", "root", "ids", "on_split", "size", "owner", "clock")
 
     def __init__(
         self,
@@ -55,10 +55,20 @@ class RadixTree:
         self.ids = ids if ids is not None else count(1)
         self.owner = owner
         self.on_split = on_split
-        self.root = Node(next(self.ids), None, b"", 0, owner)
-        self.root.dev_full = []
-        self.root.host_pages = array("i")
+        self.clock = 0
+        self.root = self._new_root()
         self.size = 1
+
+    def _new_root(self) -> Node:
+        root = Node(next(self.ids), None, b"", 0, self.owner)
+        root.dev_full = []
+        root.host_pages = array("i")
+        return root
+
+    def tick(self) -> int:
+        """Advance the access clock (shared across epochs); returns the new time."""
+        self.clock += 1
+        return self.clock
 
     def walk(self, tb: bytes, n: int) -> tuple[Node, int, list[Node]]:
         """Follow the first `n` tokens of `tb` (n whole pages) as far as the tree goes.
@@ -153,3 +163,9 @@ class RadixTree:
         """Mark every node dead (a reset dropped this tree)."""
         for node in self:
             node.alive = False
+
+    def clear(self) -> None:
+        """Kill every node and start again from a fresh root (a reset); ids and clock go on."""
+        self.kill()
+        self.root = self._new_root()
+        self.size = 1

@@ -1,0 +1,109 @@
+"""`DeviceRoom`: device allocation that makes room, running eviction and the backups it reports.
+
+Eviction never starts or waits for a backup itself: a device pass reports
+a write_back victim whose data is on device only, this owner asks the
+backup scheduler for its copy (waiting for that ticket's ack alone under
+`sync_write_back`), and hands the victim back to the pass.
+"""
+
+from __future__ import annotations
+
+from unicache.components.catalog import ComponentSet
+from unicache.counters import CacheCounters
+from unicache.markers import FULL, MAMBA
+from unicache.ops.backup import BackupScheduler
+from unicache.ops.eviction import Evictor
+from unicache.reasons import Reason, ReasonLog, no_room
+from unicache.ticket_table import TicketTable
+
+
+class DeviceRoom:
+    """Allocates device slots (for the tree, and lent to requests), evicting on shortfall."""
+
+    __slots__ = ("_components", "_evictor", "_backups", "_tickets", "_counters", "_reasons", "_sync")
+
+    def __init__(
+        self,
+        components: ComponentSet,
+        evictor: Evictor,
+        backups: BackupScheduler,
+        tickets: TicketTable,
+        counters: CacheCounters,
+        reasons: ReasonLog,
+        sync_write_back: bool,
+    ) -> None:
+        self._components = components
+        self._evictor = evictor
+        self._backups = backups
+        self._tickets = tickets
+        self._counters = counters
+        self._reasons = reasons
+        self._sync = sync_write_back
+
+    def evict(self, i: int, n: int) -> int:
+        """Free at least `n` device slots of component index `i` if unpinned data allows.
+
+        Under write_back a victim whose data is on device only is backed up
+        first; with `sync_write_back` its backup completes at once and the
+        victim goes, so victims go in exact LRU order (a parent that becomes
+        a leaf can be next). A victim whose backup fails is dropped; without
+        `sync_write_back` it stays until its backup's ack, and a later
+        eviction takes it.
+        """
+        if n <= 0:
+            return 0
+        sync = self._sync
+        backups = self._backups
+        p = self._evictor.device_pass(i, n)
+        need = p.next_victim()
+        while need is not None:
+            tid = backups.back_up_victim(need)
+            if tid is not None and sync:
+                backups.wait((tid,))
+            p.resume(need, tid is not None, sync)
+            need = p.next_victim()
+        return p.finish()
+
+    def alloc(self, i: int, n: int) -> list[int] | None:
+        """`n` device slots of component index `i` for the tree (load-back, Mamba copy); None if no room."""
+        alloc = self._components.by_index[i].device
+        got = alloc.alloc(n)
+        if got is None:
+            self.evict(i, n - alloc.free_count)
+            got = alloc.alloc(n)
+        return got
+
+    def fits(self, i: int, n: int) -> bool:
+        """Whether `n` device slots of component index `i` could ever be free at once now: at most
+        the pool's capacity less its quarantined rows (eviction frees neither)."""
+        alloc = self._components.by_index[i].device
+        return n <= alloc.capacity - alloc.quarantined_count
+
+    def alloc_lent(self, i: int, n: int) -> list[int] | None:
+        """`n` device slots lent to a request, evicting on shortfall; None (counted, with its reason)
+        when even eviction cannot make room. A request larger than `fits` allows evicts nothing."""
+        alloc = self._components.by_index[i].device
+        got = alloc.alloc_lent(n)
+        if got is None:
+            if self.fits(i, n):
+                self.evict(i, n - alloc.free_count)
+                got = alloc.alloc_lent(n)
+            if got is None:
+                self._refused(i, n)
+        return got
+
+    def _refused(self, i: int, n: int) -> None:
+        c = self._counters
+        if i == FULL:
+            c.alloc_refused_full += 1
+        elif i == MAMBA:
+            c.alloc_refused_mamba += 1
+            c.mamba_skipped += 1
+        else:
+            c.alloc_refused_swa += 1
+        self._reasons.note(self.no_room_reason("alloc_device", i, n, ()))
+
+    def no_room_reason(self, op: str, i: int, needed: int, nodes: tuple[int, ...]) -> Reason:
+        """A `NO_DEVICE_ROOM` reason for component index `i` (see `unicache.reasons.no_room`)."""
+        store = self._components.by_index[i]
+        return no_room(op, store.marker, store.device, self._tickets.live(), needed, nodes)
