@@ -40,6 +40,7 @@ class CacheCounters:
     load_back_duplicate_mamba: int = 0
     load_back_joins: int = 0
     backups: int = 0
+    backup_joins: int = 0
     backup_pages: int = 0
     backups_refused: int = 0
     backups_failed: int = 0

@@ -28,8 +28,8 @@ class TicketTable:
 
     A live ticket is one of the current epoch waiting for its ack; `reset`
     moves every live ticket into quarantine, where it waits for its stale ack.
-    Load-backs that joined another's copy are not entries of their own: they
-    ride on the ticket they joined (`LoadBack.joiners`).
+    Load-backs and backups that joined another's copy are not entries of
+    their own: they ride on the ticket they joined (`joiners`).
     """
 
     __slots__ = ("_ids", "_last", "_live", "_quarantine")
@@ -68,6 +68,11 @@ class TicketTable:
         t = self._live.get(ticket)
         return t if type(t) is LoadBack else None
 
+    def backup(self, ticket: int) -> Borrowed[BackupTicket] | None:
+        """The live backup with this id, or None (the table keeps it)."""
+        t = self._live.get(ticket)
+        return t if type(t) is BackupTicket else None
+
     def acked_load_back(self, ticket: int, generation: int) -> LoadBack | None:
         """The live load-back an ack names (id and generation), moved out of the table; or None."""
         t = self._live.get(ticket)
@@ -89,7 +94,7 @@ class TicketTable:
         out: list[Borrowed[Ticket]] = []
         for t in self._live.values():
             out.append(t)
-            if type(t) is LoadBack and t.joiners:
+            if t.joiners:
                 out.extend(t.joiners)
         return out
 

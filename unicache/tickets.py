@@ -347,13 +347,21 @@ class LoadBackTicket:
 
 @linear
 class BackupTicket(_Ticket):
-    """An in-flight device->host backup of a contiguous chain ending at `node`; cache-owned."""
+    """An in-flight device->host backup of a contiguous chain ending at `node`; cache-owned.
 
-    __slots__ = ("full_dst", "swa_segments", "mamba_slots")
+    A backup of a node whose backup is already in flight joins that copy
+    (`copy` names the record whose job moves the bytes; that record lists
+    its `joiners`): it holds its own lease over the node, moves nothing,
+    and settles with the same ack, owned by the record it joined.
+    """
+
+    __slots__ = ("full_dst", "swa_segments", "mamba_slots", "copy", "joiners")
 
     full_dst: array[int]
     swa_segments: list[HostSegment]
     mamba_slots: list[tuple[Node, int]]
+    copy: Borrowed[BackupTicket] | None
+    joiners: list[BackupTicket] | None
 
     def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: LeaseOwner) -> None:
         self.id = ticket_id
@@ -369,6 +377,21 @@ class BackupTicket(_Ticket):
         self.swa_segments = []
         self.job = None
         self.mamba_slots = []
+        self.copy = None
+        self.joiners = None
+
+    @consumes
+    def close(self) -> None:
+        """Release this record's leases and close every joiner riding on its copy (each once)."""
+        self.copy = None
+        riders = self.joiners
+        self.joiners = None
+        if riders is not None:
+            while riders:
+                j = riders.pop(0)
+                j.copy = None
+                j.close()
+        _release(self)
 
     def __repr__(self) -> str:
         return (

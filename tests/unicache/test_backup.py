@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, host_full_of
+from tests.unicache.support import SEQ, chain, host_full_of
+from unicache import Full
+from unicache.results import TicketStatus
 from unicache.tree.pins import backup_in_flight
 
 
@@ -40,4 +44,37 @@ def test_write_through_backs_up_a_mamba_state_added_to_a_backed_node(
     d.settle()
     assert cache.node_info(a).components["Mamba"].host is not None
     assert cache.counters.backups == 2
+    d.assert_ok()
+
+
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+@pytest.mark.parametrize("outcome", ["ok", "failed", "stale"])
+def test_a_backup_of_a_node_being_backed_up_joins_that_copy(
+    make_cache: MakeCache, policy: str, outcome: str
+) -> None:
+    cache, d = make_cache(write_policy=policy, write_through_threshold=99)
+    (a,) = chain(cache, d, SEQ[:8], [8])
+    first = cache.backup(a)
+    assert first is not None and d.engine.pending == 1
+    host_used = cache.pools.host_pool(Full).alloc.used_count
+    second = cache.backup(a)
+    third = cache.backup(a)
+    assert second is not None and third is not None and len({first, second, third}) == 3
+    assert d.engine.pending == 1  # one job: no second copy of the bytes
+    assert cache.pools.host_pool(Full).alloc.used_count == host_used  # no second set of host pages
+    assert cache.counters.backup_joins == 2 and cache.counters.backups == 3
+    assert [t.id for t in cache.live_tickets()] == [first, second, third]
+    assert a.pins_full is not None and len(a.pins_full) == 3  # each holds its own lease
+    d.assert_ok()
+    if outcome == "stale":
+        cache.reset()
+    d.engine.complete(first, ok=outcome != "failed")
+    want = {"ok": TicketStatus.DONE, "failed": TicketStatus.FAILED, "stale": TicketStatus.STALE}[outcome]
+    got = {c.ticket: c.status for c in cache.poll()}
+    assert got == {first: want, second: want, third: want}
+    assert cache.ledger.live_count == 0 and cache.live_tickets() == []
+    if outcome == "ok":
+        assert host_full_of(a) is not None and cache.counters.backup_duplicate_pages == 0
+    if outcome == "failed":
+        assert cache.counters.backups_failed == 3
     d.assert_ok()

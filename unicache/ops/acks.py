@@ -10,7 +10,7 @@ from unicache.ops.load_back import LoadBacks
 from unicache.pools.pools import PoolSet
 from unicache.results import Completion, TicketStatus
 from unicache.ticket_table import TicketTable
-from unicache.tickets import BackupTicket, LoadBack
+from unicache.tickets import BackupTicket
 from unicache.transfer.base import Ack, JobKind, TransferEngine
 
 
@@ -79,8 +79,8 @@ class AckRouter:
             ack, (qt.node.id,), f"generation {gen} < epoch {self._ledger.epoch}: quarantine released"
         )
         kind = JobKind.BACKUP if type(qt) is BackupTicket else JobKind.LOAD_BACK
-        riders = list(qt.joiners or ()) if type(qt) is LoadBack else []
+        riders = [(j.id, j.generation) for j in qt.joiners or ()]
         qt.close()
         out.append(Completion(tid, gen, kind, TicketStatus.STALE, None))
-        for j in riders:
-            out.append(Completion(j.id, j.generation, JobKind.LOAD_BACK, TicketStatus.STALE, None))
+        for rid, rgen in riders:
+            out.append(Completion(rid, rgen, kind, TicketStatus.STALE, None))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from leases import LeaseLedger, Mailbox
+from leases import Borrowed, LeaseLedger, Mailbox
 
 from unicache.components.catalog import ComponentSet
 from unicache.counters import CacheCounters
@@ -22,7 +22,7 @@ from unicache.ticket_table import TicketTable
 from unicache.tickets import BackupTicket, HostSegment, segment_parts
 from unicache.transfer.base import Ack, CopyOp, JobKind, Tier, TransferEngine, TransferJob
 from unicache.tree.node import Node
-from unicache.tree.pins import backup_in_flight, pins_full, pins_mamba, pins_swa
+from unicache.tree.pins import backup_in_flight, owned_by, pins_full, pins_mamba, pins_swa
 
 
 class BackupScheduler:
@@ -60,16 +60,49 @@ class BackupScheduler:
     def backup(self, node: Node) -> int | None:
         """Start a backup of `node` to host (write_through: with its unbacked ancestors).
 
-        Returns the backup ticket id, or None when there is nothing to back up
-        (already backed, already in flight) or no host room.
+        A node whose Full KV is already being backed up joins that copy (its
+        own lease, no job; settled by the same ack). Returns the backup
+        ticket id, or None when there is nothing to back up (already on
+        host) or no host room.
         """
-        if node.parent is None or node.dev_full is None:
+        if node.parent is None or node.dev_full is None or node.host_pages is not None:
             return None
         if self._write_back:
-            chain = [node] if node.host_pages is None and not backup_in_flight(node) else []
+            chain = [] if backup_in_flight(node) else [node]
         else:
             chain = self.unbacked_chain(node)
+        if not chain:
+            copy = self._copy_in_flight(node)
+            return self._join(node, copy) if copy is not None else None
         return self.back_up_chain(chain)
+
+    def _copy_in_flight(self, node: Node) -> Borrowed[BackupTicket] | None:
+        """The live backup whose copy moves `node`'s Full KV (its lease pins the node), if any."""
+        for owner in owned_by(node.pins_full, OwnerKind.BACKUP):
+            t = self._tickets.backup(owner.id)
+            if t is not None and t.full is not None:
+                return t
+        return None
+
+    def _join(self, node: Node, copy: Borrowed[BackupTicket]) -> int:
+        """Ride on `copy`: a lease of its own over `node`, no slots, no job; settled by `copy`'s ack.
+
+        `copy` owns the joiner from now on (closing it at the ack).
+        """
+        tid = self._tickets.issue()
+        owner = LeaseOwner(OwnerKind.BACKUP, tid, node.id)
+        ledger = self._ledger
+        t = BackupTicket(tid, ledger.epoch, node, owner)
+        t.full = ledger.acquire(Full, owner=owner, pins=(pins_full(node),))
+        t.full_start = node.start
+        t.copy = copy
+        c = self._counters
+        c.backups += 1
+        c.backup_joins += 1
+        if copy.joiners is None:
+            copy.joiners = []
+        copy.joiners.append(t)
+        return tid
 
     def back_up_victim(self, need: BackupNeed) -> int | None:
         """Start the backup an eviction victim needs; its ticket id, or None when nothing moves."""
@@ -245,15 +278,19 @@ class BackupScheduler:
         if t is None:
             return False
         node_id = t.node.id
+        riders = [(j.id, j.generation, j.node.id) for j in t.joiners or ()]
         self._acks.settling(ack, node_id)
         status = self.settle(t, ack.ok)
         out.append(Completion(ack.ticket, ack.generation, JobKind.BACKUP, status, node_id))
+        for rid, rgen, rnode in riders:
+            out.append(Completion(rid, rgen, JobKind.BACKUP, status, rnode))
         if ack.ok:
-            self._acks.settled_ok(ack, JobKind.BACKUP, node_id, [])
+            self._acks.settled_ok(ack, JobKind.BACKUP, node_id, [rid for rid, _, _ in riders])
         return True
 
     def settle(self, t: BackupTicket, ok: bool) -> TicketStatus:
-        """Publish (or, failed, free) what the backup copied; release its leases; its final status."""
+        """Publish (or, failed, free) what the backup copied; settle its joiners with the same status;
+        release every lease; its final status."""
         ps = self._ps
         comps = self._components
         full = comps.full
@@ -300,6 +337,11 @@ class BackupScheduler:
                 comps.mamba.host.free([s for _, s in t.mamba_slots])
             t.status = status = TicketStatus.FAILED
             self._counters.backups_failed += 1
+        if t.joiners:
+            for j in t.joiners:
+                j.status = status
+                if not ok:
+                    self._counters.backups_failed += 1
         t.close()
         return status
 

@@ -66,9 +66,36 @@ class DevicePass:
         self._write_back = write_back
 
     def next_victim(self) -> BackupNeed | None:
-        if self._full:
-            return self._next_full()
-        return self._next_aux()
+        if not self._full:
+            return self._next_aux()
+        heap = self._heap
+        wb = self._write_back
+        ev = self._evictor
+        n = self._n
+        while self.freed < n:
+            node = heap.pop()
+            if node is None:
+                break
+            if not node.alive or node.dev_full is None or node.parent is None:
+                continue
+            if not is_device_leaf(node):
+                continue
+            if node.pinned():
+                self._blocked.append(node)
+                ev.note_blocked(node, "Full")
+                continue
+            if wb:
+                if node.host_pages is None:
+                    return BackupNeed(node, True, False, False)
+                if (node.dev_mamba is not None and node.host_mamba is None) or (
+                    node.dev_swa is not None and node.host_swa_pages is None
+                ):
+                    return BackupNeed(node, False, True, True)
+            if node.host_pages is None:
+                self.freed += ev.drop_subtree(node)
+            else:
+                self.freed += ev.demote(node)
+        return None
 
     def resume(self, need: BackupNeed, started: bool, waited: bool) -> None:
         """Evict `need`'s victim after its backup (`started`: a backup was submitted; `waited`: its
@@ -93,32 +120,6 @@ class DevicePass:
             heap.push(b)
         self._blocked = []
         return self.freed
-
-    def _next_full(self) -> BackupNeed | None:
-        heap = self._heap
-        wb = self._write_back
-        ev = self._evictor
-        while self.freed < self._n:
-            node = heap.pop()
-            if node is None:
-                break
-            if not node.alive or node.dev_full is None or node.parent is None:
-                continue
-            if not is_device_leaf(node):
-                continue
-            if node.pinned():
-                self._blocked.append(node)
-                ev.note_blocked(node, "Full")
-                continue
-            if wb:
-                if node.host_pages is None:
-                    return BackupNeed(node, True, False, False)
-                if (node.dev_mamba is not None and node.host_mamba is None) or (
-                    node.dev_swa is not None and node.host_swa_pages is None
-                ):
-                    return BackupNeed(node, False, True, True)
-            self._evict_full(node)
-        return None
 
     def _evict_full(self, node: Node) -> None:
         if node.host_pages is None:

@@ -10,7 +10,6 @@ from unicache.ops.removal import NodeRemoval
 from unicache.pools.pools import PoolSet
 from unicache.results import TicketStatus
 from unicache.ticket_table import TicketTable
-from unicache.tickets import LoadBack
 from unicache.tree.radix import RadixTree
 
 
@@ -57,7 +56,7 @@ class Resetter:
                 pools.pool(op.component, op.dst_tier).alloc.free(op.dst)
                 quarantined += len(op.src) + len(op.dst)
             t.status = TicketStatus.STALE
-            if type(t) is LoadBack and t.joiners is not None:
+            if t.joiners is not None:
                 for j in t.joiners:
                     j.status = TicketStatus.STALE
         tree = self._tree
