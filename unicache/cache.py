@@ -191,6 +191,7 @@ class UniCache:
         self, component: type, slots: Sequence[int], data: torch.Tensor, tier: Tier = Tier.DEVICE
     ) -> None:
         """Store rows into a pool (tests and the engine's reference model)."""
+        self.ledger.check_thread("write_slots")
         self.components.index(component)
         self.pools.write(component, tier, slots, data)
 

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+import torch
 
 from leases import WrongThreadError
 from tests.unicache.conftest import MakeCache
@@ -59,6 +60,7 @@ def test_every_mutating_operation_refuses_a_foreign_thread_first(make_cache: Mak
         "evict_host": lambda: cache.evict_host(Full, 8),
         "reclaim_host_duplicates": lambda: cache.reclaim_host_duplicates(8),
         "reset": cache.reset,
+        "write_slots": lambda: cache.write_slots(Full, [0], torch.zeros(1, 4, dtype=torch.int32)),
     }
     for name, call in calls.items():
         err = _on_other_thread(call)
