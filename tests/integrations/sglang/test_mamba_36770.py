@@ -1,9 +1,11 @@
-"""SGLang #36770: checkpointing with every cached Mamba state pinned and no free slot.
+"""SGLang #36770: a Mamba slot is needed, every cached state is pinned, none is free.
 
-Stock 0.5.23 asserts ``Can not alloc mamba cache`` in
-`MambaComponent._alloc_mamba_slot` (reached from `checkpoint` ->
-`prepare_for_caching_req`); the lease core's component skips caching the
-state, counts it, and the request proceeds.
+Stock 0.5.23 asserts ``Can not alloc mamba cache`` twice: in
+`MambaComponent._alloc_mamba_slot` (checkpointing: `checkpoint` ->
+`prepare_for_caching_req`) and in the copy-on-write of `match_prefix`
+(`finalize_match_result_in_cache`, ``assert dst_index is not None``). The
+lease core's component skips caching (or copying) the state, counts it, and
+the request proceeds (the match becomes a miss).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     DecLockRefParams,
     InsertParams,
     MatchPrefixParams,
+    MatchResult,
 )
 from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
 from sglang.srt.mem_cache.radix_cache import RadixKey
@@ -93,3 +96,43 @@ def test_lease_core_skips_the_state_and_proceeds() -> None:
     params, cache_len = _checkpoint(setup, taken[0])
     assert cache_len == 16 and params.mamba_value is not None, "a freed state makes room again"
     assert core.mamba_states_not_cached == 1
+
+
+def _match_with_copy(setup: CacheSetup, tokens: list[int]) -> tuple[MatchResult, SimpleNamespace]:
+    """A new request (no Mamba slot of its own yet) matching `tokens` with copy-on-write."""
+    kv = SimpleNamespace(holds_mamba=False, mamba_pool_idx=None)
+    req = SimpleNamespace(rid=98, extra_key=None, session=None, kv=kv)
+    params = MatchPrefixParams(key=RadixKey(array("q", tokens)), cow_mamba=True, req=cast("Req", req))
+    return setup.cache.match_prefix(params), kv
+
+
+def test_stock_copy_on_write_asserts() -> None:
+    setup, _locks, _taken = _pinned_states("python")
+    with pytest.raises(AssertionError, match="Can not alloc mamba cache") as raised:
+        _match_with_copy(setup, [1000 + t for t in range(16)])
+    assert raised.traceback[-1].name == "finalize_match_result_in_cache", "the copy-on-write assertion"
+
+
+def test_lease_core_serves_the_match_as_a_miss_without_copy() -> None:
+    setup, locks, taken = _pinned_states("leases")
+    cache, mamba_alloc = setup.cache, setup.mamba_allocator
+    core = cache.tree_core
+    assert isinstance(core, LeaseTreeCore) and mamba_alloc is not None
+    free_before = int(mamba_alloc.available_size())
+    counters = {n.id: [(cd.lock_ref, cd.host_lock_ref) for cd in n.component_data]
+                for n in core._collect_all_nodes()}
+    result, kv = _match_with_copy(setup, [1000 + t for t in range(16)])
+    assert core.mamba_states_not_copied == 1
+    assert result.device_prefix_len == 0 and result.best_match_node == core.root_node.id
+    assert kv.mamba_pool_idx is None and not hasattr(kv, "mamba_cow_src_index"), "nothing copied"
+    assert int(mamba_alloc.available_size()) == free_before
+    assert counters == {n.id: [(cd.lock_ref, cd.host_lock_ref) for cd in n.component_data]
+                        for n in core._collect_all_nodes()}, "the match's own lock went back"
+    cache.sanity_check()
+    mamba_alloc.free(taken.pop())
+    result, kv = _match_with_copy(setup, [1000 + t for t in range(16)])
+    assert result.device_prefix_len == 16 and kv.mamba_pool_idx is not None, "a free slot makes the copy again"
+    assert core.mamba_states_not_copied == 1
+    for node, receipt in locks:
+        cache.dec_lock_ref(node, receipt)
+    cache.sanity_check()

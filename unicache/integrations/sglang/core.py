@@ -17,16 +17,11 @@ the load-back pins:
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Optional
 
 import torch
-from leases import Borrowed, LeaseLedger, PinSet
+from leases import Borrowed, LeaseLedger
 from sglang.srt.disaggregation.kv_events import StorageMedium
-from sglang.srt.mem_cache.base_prefix_cache import (
-    DecLockRefParams,
-    DecLockRefResult,
-    IncLockRefResult,
-)
 from sglang.srt.mem_cache.hicache_storage import PoolTransfer
 from sglang.srt.mem_cache.unified_cache.cache_action import CacheAction, ComponentAction
 from sglang.srt.mem_cache.unified_cache.components import (
@@ -36,29 +31,17 @@ from sglang.srt.mem_cache.unified_cache.components import (
     TreeComponent,
 )
 from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
-from sglang.srt.mem_cache.unified_cache.unified_tree_core import (
-    UnifiedTreeCore,
-    UnifiedTreeNode,
-)
-from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import DecSwaLockOnlyResult
+from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeNode
 from sglang.srt.mem_cache.radix_cache import RadixKey
 
-from unicache.components.markers import SWA, Full, Mamba
 from unicache.integrations.sglang.errors import (
     LeaseCoreError,
     LeaseSanityError,
-    LockReleasedTwiceError,
     SplitPinMismatchError,
     UnknownLoadBackError,
-    UnleasedReceiptError,
 )
-from unicache.integrations.sglang.loadback import LoadBack
-from unicache.integrations.sglang.lockcheck import expected_lock_refs, lock_problems
-from unicache.integrations.sglang.locks import (
-    LeasedDecLockRefParams,
-    LeasedIncLockRefResult,
-    TreeLock,
-)
+from unicache.integrations.sglang.loadback import MARKERS, LoadBack
+from unicache.integrations.sglang.lockcore import LockLeaseCore
 from unicache.integrations.sglang.mamba import LeaseMambaComponent
 from unicache.integrations.sglang.node import LeaseTreeNode
 
@@ -70,8 +53,8 @@ LOAD_BACK = CacheTransferPhase.LOAD_BACK
 _FULL = int(BASE_COMPONENT_TYPE)
 
 
-class LeaseTreeCore(UnifiedTreeCore):
-    """SGLang's Python tree core whose load-back pins are leases of one ledger."""
+class LeaseTreeCore(LockLeaseCore):
+    """SGLang's Python tree core whose load-back pins (and tree locks) are leases."""
 
     def __init__(
         self, params: CacheInitParams, components: dict[ComponentType, TreeComponent]
@@ -82,10 +65,6 @@ class LeaseTreeCore(UnifiedTreeCore):
         self._epoch_first_node_id = 0
         self.overlapping_load_backs = 0
         self.stale_acks = 0
-        self.lock_ledger = LeaseLedger("sglang-tree-locks", history=0)
-        self.tree_locks: dict[int, TreeLock] = {}
-        self.full_pins: dict[int, list[TreeLock]] = {}
-        self._lock_seq = 0
         mamba = components.get(ComponentType.MAMBA)
         if mamba is not None and type(mamba) is MambaComponent:
             mamba.__class__ = LeaseMambaComponent
@@ -104,14 +83,7 @@ class LeaseTreeCore(UnifiedTreeCore):
                 while queue:
                     queue.popleft().release()
             self.load_backs.clear()
-        if self.tree_locks or self.full_pins:
-            self.lock_ledger.advance_epoch()
-            while self.tree_locks:
-                self.tree_locks.pop(next(iter(self.tree_locks))).release()
-            for pins in self.full_pins.values():
-                while pins:
-                    pins.pop().release()
-            self.full_pins.clear()
+        self._revoke_locks()
         super().reset()
         self._epoch_first_node_id = self.root_node.id
 
@@ -120,6 +92,12 @@ class LeaseTreeCore(UnifiedTreeCore):
         """Checkpoints whose Mamba state could not be cached for want of a slot (#36770)."""
         comp = self.components_by_type.get(ComponentType.MAMBA)
         return comp.states_not_cached if isinstance(comp, LeaseMambaComponent) else 0
+
+    @property
+    def mamba_states_not_copied(self) -> int:
+        """Matches whose Mamba state could not be copied for want of a slot (#36770), served as misses."""
+        comp = self.components_by_type.get(ComponentType.MAMBA)
+        return comp.states_not_copied if isinstance(comp, LeaseMambaComponent) else 0
 
     def build_load_back_spec(
         self, node_id: int, req: Optional[Req] = None
@@ -162,33 +140,12 @@ class LeaseTreeCore(UnifiedTreeCore):
     def _pin_nodes(
         self, nodes: list[LeaseTreeNode], ct: ComponentType, lb: Borrowed[LoadBack]
     ) -> None:
-        if ct == ComponentType.FULL:
-            full_pins: list[PinSet[Full]] = []
-            for n in nodes:
-                if n.pins_full is None:
-                    n.pins_full = PinSet(Full, n.id)
-                full_pins.append(n.pins_full)
-            if lb.full is not None:
-                raise LeaseCoreError(f"{lb} already holds Full lease #{lb.full.id}")
-            lb.full = self.ledger.acquire(Full, owner=lb, pins=tuple(full_pins))
-        elif ct == ComponentType.SWA:
-            swa_pins: list[PinSet[SWA]] = []
-            for n in nodes:
-                if n.pins_swa is None:
-                    n.pins_swa = PinSet(SWA, n.id)
-                swa_pins.append(n.pins_swa)
-            if lb.swa is not None:
-                raise LeaseCoreError(f"{lb} already holds SWA lease #{lb.swa.id}")
-            lb.swa = self.ledger.acquire(SWA, owner=lb, pins=tuple(swa_pins))
-        elif ct == ComponentType.MAMBA:
-            mamba_pins: list[PinSet[Mamba]] = []
-            for n in nodes:
-                if n.pins_mamba is None:
-                    n.pins_mamba = PinSet(Mamba, n.id)
-                mamba_pins.append(n.pins_mamba)
-            if lb.mamba is not None:
-                raise LeaseCoreError(f"{lb} already holds Mamba lease #{lb.mamba.id}")
-            lb.mamba = self.ledger.acquire(Mamba, owner=lb, pins=tuple(mamba_pins))
+        """One lease of component `ct` for `lb`, pinning each node's pin set of that component."""
+        if ct in lb.leases:
+            raise LeaseCoreError(f"{lb} already holds a {ct.name} lease #{lb.leases[ct].id}")
+        lb.leases[ct] = self.ledger.acquire(
+            MARKERS[ct], owner=lb, pins=tuple(n.ensure_pins(ct) for n in nodes)
+        )
 
     def _lease_nodes(self, xfers: list[PoolTransfer]) -> list[LeaseTreeNode]:
         out: list[LeaseTreeNode] = []
@@ -212,13 +169,10 @@ class LeaseTreeCore(UnifiedTreeCore):
         if self.is_write_back:
             self._seq += 1
             lb = LoadBack(self._seq, node_id, self.ledger.epoch)
-            full_nodes = self._lease_nodes([kv_xfer])
-            if full_nodes:
-                self._pin_nodes(full_nodes, ComponentType.FULL, lb)
-            for ct, xfers in comp_xfers.items():
-                aux_nodes = self._lease_nodes(xfers)
-                if aux_nodes:
-                    self._pin_nodes(aux_nodes, ct, lb)
+            for ct, xfers in ((BASE_COMPONENT_TYPE, [kv_xfer]), *comp_xfers.items()):
+                nodes = self._lease_nodes(xfers)
+                if nodes and ct in MARKERS:
+                    self._pin_nodes(nodes, ct, lb)
             self.load_backs.setdefault(node_id, deque()).append(lb)
         kv_xfer.device_indices = device_indices
         self.components_by_type[BASE_COMPONENT_TYPE].commit_hicache_transfer(
@@ -247,12 +201,10 @@ class LeaseTreeCore(UnifiedTreeCore):
         lb = queue.popleft()
         if not queue:
             del self.load_backs[anchor_node_id]
-        full = lb.full
+        full = lb.lease(BASE_COMPONENT_TYPE)
         touched = self._nodes_pinned_on_path(anchor_node_id, full.id if full is not None else None)
         lb.release()
         for node in touched:
-            if node.pins_full is not None and not node.pins_full:
-                node.pins_full = None
             self._update_duplicate_tracking(node)
 
     def _nodes_pinned_on_path(self, anchor: int, full_lease_id: Optional[int]) -> list[LeaseTreeNode]:
@@ -262,7 +214,7 @@ class LeaseTreeCore(UnifiedTreeCore):
         node: Optional[UnifiedTreeNode] = self.node_by_id(anchor)
         while node is not None and node is not self.root_node:
             assert isinstance(node, LeaseTreeNode)
-            pins = node.pins_full
+            pins = node.pins(BASE_COMPONENT_TYPE)
             if pins is not None and pins._refs is not None and full_lease_id in pins._refs:
                 out.append(node)
             node = node.parent
@@ -280,14 +232,12 @@ class LeaseTreeCore(UnifiedTreeCore):
         """Split as SGLang does, then pin the new parent fragment with the child's Full/SWA leases."""
         new_node, action = super()._split_node(key, child, split_len)
         assert isinstance(new_node, LeaseTreeNode) and isinstance(child, LeaseTreeNode)
-        if child.pins_full:
-            new_node.pins_full = PinSet(Full, new_node.id)
-            for full in child.pins_full:
-                self.ledger.pin(full, new_node.pins_full)
-        if child.pins_swa:
-            new_node.pins_swa = PinSet(SWA, new_node.id)
-            for swa in child.pins_swa:
-                self.ledger.pin(swa, new_node.pins_swa)
+        for ct in (ComponentType.FULL, ComponentType.SWA):
+            pins = child.pins(ct)
+            if pins:
+                inherited = new_node.ensure_pins(ct)
+                for lease in pins:
+                    self.ledger.pin(lease, inherited)
         declared, new_node.split_anchor = new_node.split_anchor, None
         view = new_node.load_back_pending_id
         if declared != view:
@@ -336,141 +286,6 @@ class LeaseTreeCore(UnifiedTreeCore):
         else:
             self.evictable_host_leaves.discard(node)
 
-    def _take_lock(
-        self, result: IncLockRefResult, node: UnifiedTreeNode, host: bool, full_pin: bool = False
-    ) -> TreeLock:
-        """One lease per component the acquire just counted on `node`'s segment."""
-        self._lock_seq += 1
-        uuids = result.component_host_lock_uuids if host else result.component_lock_uuids
-        lock = TreeLock(self._lock_seq, node.id, host, full_pin, uuids)
-        if node is not self.root_node:
-            self._lease_lock(lock, node, result, host, full_pin)
-        return lock
-
-    def _lease_lock(
-        self,
-        lock: Borrowed[TreeLock],
-        node: UnifiedTreeNode,
-        result: IncLockRefResult,
-        host: bool,
-        full_pin: bool,
-    ) -> None:
-        assert isinstance(node, LeaseTreeNode)
-        types = self.component_types
-        skipped = result.skipped_lock_components
-        host_uuids = result.component_host_lock_uuids
-        if lock.full is not None or lock.swa is not None or lock.mamba is not None:
-            raise LeaseCoreError(f"{lock} already holds leases {lock.lease_ids()}")
-        if ComponentType.FULL not in skipped and (not host or ComponentType.FULL in host_uuids):
-            if node.locks is None:
-                node.locks = PinSet(Full, node.id)
-            lock.full = self.lock_ledger.acquire(Full, owner=lock, pins=(node.locks,))
-        if full_pin:
-            return
-        if ComponentType.SWA in types and ComponentType.SWA not in skipped:
-            lock.swa = self.lock_ledger.acquire(SWA, owner=lock)
-        if ComponentType.MAMBA in types and ComponentType.MAMBA not in skipped:
-            lock.mamba = self.lock_ledger.acquire(Mamba, owner=lock)
-
-    def _leased(self, result: LeasedIncLockRefResult, lock: TreeLock) -> LeasedIncLockRefResult:
-        seq = lock.seq
-        self.tree_locks[seq] = lock
-        result.lock_seq = seq
-        return result
-
-    def _live_lock(self, node_id: int, params: DecLockRefParams, host: bool) -> int:
-        """The seq of the live lock behind a receipt; typed errors for a foreign or spent one."""
-        if not isinstance(params, LeasedDecLockRefParams):
-            raise UnleasedReceiptError(node_id, params)
-        seq = params.lock_seq
-        lock = self.tree_locks.get(seq)
-        if lock is None or lock.host != host:
-            raise LockReleasedTwiceError(node_id, seq, "host lock" if host else "lock")
-        return seq
-
-    def inc_lock_ref(
-        self, node_id: int, skip_lock_components: Sequence[ComponentType] = ()
-    ) -> IncLockRefResult:
-        """SGLang's lock walk on a leased receipt, then one lease per locked component behind it."""
-        node = self.node_by_id(node_id)
-        skipped = tuple(skip_lock_components)
-        result = LeasedIncLockRefResult(node_id=node.id, skipped_lock_components=skipped)
-        for component in self.components:
-            if component.component_type not in skipped:
-                component.acquire_component_lock(node=node, result=result)
-        self._update_evictable_leaf_sets(node)
-        return self._leased(result, self._take_lock(result, node, False))
-
-    def inc_host_lock_ref(self, node_id: int) -> IncLockRefResult:
-        """SGLang's host lock walk on a leased receipt, then one lease per locked component."""
-        node = self.node_by_id(node_id)
-        result = LeasedIncLockRefResult(node_id=node.id)
-        for component in self.components:
-            component.acquire_component_lock(node=node, result=result, lock_host=True)
-        self._update_evictable_leaf_sets(node)
-        return self._leased(result, self._take_lock(result, node, True))
-
-    def dec_lock_ref(
-        self, node_id: int, params: DecLockRefParams, skip_swa: bool = False
-    ) -> DecLockRefResult:
-        """Release the receipt's leases (after an early SWA release: Full only), then SGLang's walk."""
-        seq = self._live_lock(node_id, params, False)
-        out = super().dec_lock_ref(node_id, params, skip_swa)
-        if skip_swa:
-            self.tree_locks[seq].release_component(ComponentType.FULL)
-            if self.tree_locks[seq].lease_ids():
-                return out
-        self.tree_locks.pop(seq).release()
-        return out
-
-    def dec_swa_lock_only(self, node_id: int, params: DecLockRefParams) -> DecSwaLockOnlyResult:
-        """Release the receipt's SWA (and Mamba) leases early, then SGLang's walk."""
-        seq = self._live_lock(node_id, params, False)
-        if "SWA" not in self.tree_locks[seq].lease_ids() and ComponentType.SWA in self.component_types \
-                and node_id != self.root_node.id:
-            raise LockReleasedTwiceError(node_id, seq, "SWA part of lock")
-        out = super().dec_swa_lock_only(node_id, params)
-        self.tree_locks[seq].release_component(ComponentType.SWA)
-        self.tree_locks[seq].release_component(ComponentType.MAMBA)
-        return out
-
-    def dec_window_lock_only(
-        self, node_id: int, component_type: ComponentType, params: DecLockRefParams
-    ) -> DecSwaLockOnlyResult:
-        """Release the receipt's lease of one window component early, then SGLang's walk."""
-        seq = self._live_lock(node_id, params, False)
-        out = super().dec_window_lock_only(node_id, component_type, params)
-        self.tree_locks[seq].release_component(component_type)
-        return out
-
-    def dec_host_lock_ref(self, node_id: int, params: DecLockRefParams) -> DecLockRefResult:
-        """Release the host receipt's leases, then SGLang's walk."""
-        seq = self._live_lock(node_id, params, True)
-        out = super().dec_host_lock_ref(node_id, params)
-        self.tree_locks.pop(seq).release()
-        return out
-
-    def inc_full_pin(self, node_id: int) -> None:
-        """SGLang's Full pin walk, backed by a Full lease (no receipt: a stack per node)."""
-        super().inc_full_pin(node_id)
-        node = self.node_by_id(node_id)
-        self.full_pins.setdefault(node_id, []).append(
-            self._take_lock(IncLockRefResult(node_id=node_id), node, False, full_pin=True)
-        )
-
-    def dec_full_pin(self, node_id: int) -> None:
-        pins = self.full_pins.get(node_id)
-        if not pins:
-            raise LockReleasedTwiceError(node_id, 0, "Full pin")
-        super().dec_full_pin(node_id)
-        pins.pop().release()
-        if not pins:
-            del self.full_pins[node_id]
-
-    def expected_lock_refs(self) -> dict[tuple[int, int, bool], int]:
-        """(node id, component, host) -> the count the live lock leases stand for."""
-        return expected_lock_refs(self)
-
     def live_load_back_leases(self) -> int:
         return sum(lb.held_leases() for q in self.load_backs.values() for lb in q)
 
@@ -501,14 +316,12 @@ class LeaseTreeCore(UnifiedTreeCore):
             )
         for node in self._collect_all_nodes():
             assert isinstance(node, LeaseTreeNode)
-            for pins in (node.pins_full, node.pins_swa, node.pins_mamba):
-                if pins is None:
-                    continue
+            for pins in (node.load_back_pins or {}).values():
                 for lid in pins.ids():
                     if lid not in live_ids:
                         problems.append(f"node {node.id} pinned by lease #{lid} of no live load-back")
             if node.split_anchor is not None:
                 problems.append(f"node {node.id} has an unchecked inherited anchor {node.split_anchor}")
-        problems.extend(lock_problems(self))
+        problems.extend(self.lock_problems())
         if problems:
             raise LeaseSanityError(problems)

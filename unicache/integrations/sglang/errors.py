@@ -86,3 +86,15 @@ class UnleasedReceiptError(LeaseCoreError):
             f"release on node {node_id} with receipt {receipt!r}: not issued by this core's "
             "inc_lock_ref/inc_host_lock_ref (no lease stands behind it)"
         )
+
+
+class WindowLockHeldError(LeaseCoreError):
+    """`dec_lock_ref(skip_swa=True)` on a receipt whose SWA part was never given back early."""
+
+    def __init__(self, node_id: int, lock_seq: int) -> None:
+        self.node_id = node_id
+        self.lock_seq = lock_seq
+        super().__init__(
+            f"lock #{lock_seq} on node {node_id}: dec_lock_ref(skip_swa=True) but its SWA part "
+            "is still held (release it with dec_swa_lock_only first, or pass skip_swa=False)"
+        )
