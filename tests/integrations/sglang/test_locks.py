@@ -10,6 +10,7 @@ moves.
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 
 import pytest
@@ -97,11 +98,13 @@ def test_second_release_of_a_receipt_raises_naming_node_and_lock() -> None:
 
 
 def test_sanity_check_recomputes_lock_refs_from_live_leases() -> None:
+    """A walk that moved a counter without a lease (simulated inside an open gate) is named."""
     setup = warm_chain("leases")
     core, cache = _core(setup), setup.cache
     d, x = _node(setup, D), _node(setup, X)
     dev = cache.inc_lock_ref(d).to_dec_params()
     cache.sanity_check()
+    core.counter_gate.open += 1
     core.node_by_id(x).component_data[FULL].lock_ref += 1
     with pytest.raises(LeaseSanityError, match=rf"node {x} component 0: lock_ref 2, live lock leases say 1"):
         cache.sanity_check()
@@ -110,7 +113,29 @@ def test_sanity_check_recomputes_lock_refs_from_live_leases() -> None:
     with pytest.raises(LeaseSanityError, match=rf"node {d} component 2: host_lock_ref 1, live lock leases say 0"):
         cache.sanity_check()
     core.node_by_id(d).component_data[ComponentType.MAMBA].host_lock_ref -= 1
+    core.counter_gate.open -= 1
     cache.dec_lock_ref(d, dev)
+    cache.sanity_check()
+
+
+def test_a_partial_release_by_a_derived_receipt_is_a_lease_part() -> None:
+    """SGLang's lazy Mamba extra buffer (0.5.23 components/mamba.py:539-548), replayed on the receipt."""
+    setup = warm_chain("leases")
+    core, cache = _core(setup), setup.cache
+    d = _node(setup, D)
+    idle = _counters(core)
+    lock = cache.inc_lock_ref(d).to_dec_params()
+    assert isinstance(lock, LockReceipt)
+    mamba_only = dataclasses.replace(lock, skipped_lock_components=(FULL,))
+    cache.dec_lock_ref(d, mamba_only)
+    lock.skipped_lock_components += (ComponentType.MAMBA,)
+    assert lock.released_early == {ComponentType.MAMBA} and core.tree_locks[lock.lock_seq].held
+    assert core.node_by_id(d).component_data[ComponentType.MAMBA].lock_ref == 0
+    cache.sanity_check()
+    with pytest.raises(LockReleasedTwiceError, match=rf"MAMBA part of lock #{lock.lock_seq} on node {d}"):
+        cache.dec_lock_ref(d, mamba_only)
+    cache.dec_lock_ref(d, lock)
+    assert _counters(core) == idle and not core.tree_locks and core.lock_ledger.live_count == 0
     cache.sanity_check()
 
 

@@ -70,11 +70,6 @@ class LeaseTreeCore(LockLeaseCore):
             mamba.__class__ = LeaseMambaComponent
         super().__init__(params, components)
 
-    def _new_node(self, priority: int = 0) -> UnifiedTreeNode:
-        node = LeaseTreeNode(self.component_types, priority=priority)
-        self._register_node(node)
-        return node
-
     def reset(self) -> None:
         """Rebuild the tree; every load-back still in flight settles stale (epoch advance)."""
         if self.load_backs:
@@ -83,7 +78,6 @@ class LeaseTreeCore(LockLeaseCore):
                 while queue:
                     queue.popleft().release()
             self.load_backs.clear()
-        self._revoke_locks()
         super().reset()
         self._epoch_first_node_id = self.root_node.id
 
@@ -230,7 +224,7 @@ class LeaseTreeCore(LockLeaseCore):
         self, key: RadixKey, child: UnifiedTreeNode, split_len: int
     ) -> tuple[UnifiedTreeNode, Optional[CacheAction | ComponentAction]]:
         """Split as SGLang does, then pin the new parent fragment with the child's Full/SWA leases."""
-        new_node, action = super()._split_node(key, child, split_len)
+        new_node, action = self._gated(lambda: super(LeaseTreeCore, self)._split_node(key, child, split_len))
         assert isinstance(new_node, LeaseTreeNode) and isinstance(child, LeaseTreeNode)
         for ct in (ComponentType.FULL, ComponentType.SWA):
             pins = child.pins(ct)
@@ -251,15 +245,17 @@ class LeaseTreeCore(LockLeaseCore):
 
         The hottest tree-core helper on the harness workload (called on every
         insert step, lock change, eviction and ack). Same predicates, no
-        generator frames; SGLang's `sanity_check` recomputes both sets with
-        its own predicates and compares.
+        generator frames, and the lock tests over the tree's own components
+        only (the others' counters are never written, so they stay 0);
+        SGLang's `sanity_check` recomputes both sets with its own predicates
+        and compares.
         """
         device_leaf = host_leaf = False
         if node is not self.root_node:
             data = node.component_data
             locked = False
-            for cd in data:
-                if cd.lock_ref > 0:
+            for ct in self._tree_cts:
+                if data[ct].lock_ref > 0:
                     locked = True
                     break
             if not locked:
@@ -267,8 +263,8 @@ class LeaseTreeCore(LockLeaseCore):
                 if full.value is None and node.parent is not None:
                     if full.host_value is not None and not node.children:
                         host_leaf = True
-                        for cd in data:
-                            if cd.host_lock_ref > 0:
+                        for ct in self._tree_cts:
+                            if data[ct].host_lock_ref > 0:
                                 host_leaf = False
                                 break
                 else:

@@ -98,3 +98,18 @@ class WindowLockHeldError(LeaseCoreError):
             f"lock #{lock_seq} on node {node_id}: dec_lock_ref(skip_swa=True) but its SWA part "
             "is still held (release it with dec_swa_lock_only first, or pass skip_swa=False)"
         )
+
+
+class LockCounterWriteError(LeaseCoreError):
+    """A lock counter was written outside the lease core's lock acquires and releases."""
+
+    def __init__(
+        self, node_id: int | None, component: int | None, field: str, old: object, new: object
+    ) -> None:
+        self.node_id = node_id
+        self.component = component
+        super().__init__(
+            f"node {node_id} component {component}: {field} {old} -> {new} written outside a lock "
+            "lease acquire/release; the counters are a view of the live lock leases "
+            "(take a lock with inc_lock_ref/inc_host_lock_ref and release its receipt)"
+        )

@@ -6,13 +6,22 @@ walk, then take the lease (pinning the anchor's lock pin set); every release
 checks the receipt first (a spent receipt raises `LockReleasedTwiceError`, a
 foreign one `UnleasedReceiptError`, both naming node and lock, before any
 counter moves), runs SGLang's walk, then releases the lease. The integer
-counters SGLang's walks write are the view its fast paths read
-(`counters`).
+counters SGLang's walks write are the view its fast paths read; on this
+core's nodes they can be written only while one of these operations (or a
+split, or the root's set-up) holds the `CounterGate` open (`counters`).
+
+SGLang derives partial releases from a receipt with `dataclasses.replace`
+(0.5.23 `components/mamba.py:539-548`: the lazy Mamba extra buffer gives back
+a lock's Mamba part with a copy that skips every other component, then adds
+Mamba to the original's skipped set): a copy naming a live lease releases
+those parts early (`released_early`), and the lease once nothing is left.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Sequence, TypeVar
 
 from leases import Held, Lease, LeaseLedger, PinSet
 from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams, DecLockRefResult
@@ -20,6 +29,7 @@ from sglang.srt.mem_cache.unified_cache.components import ComponentType, TreeCom
 from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore, UnifiedTreeNode
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import DecSwaLockOnlyResult
 
+from unicache.integrations.sglang.counters import CounterGate, guarded_component_data
 from unicache.integrations.sglang.errors import (
     LockReleasedTwiceError,
     UnleasedReceiptError,
@@ -31,11 +41,22 @@ from unicache.integrations.sglang.node import LeaseTreeNode
 if TYPE_CHECKING:
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 
+STRICT_COUNTERS_ENV = "UNICACHE_SGLANG_STRICT_LOCK_COUNTERS"
 _SWA = ComponentType.SWA
+_T = TypeVar("_T")
 
 
 class LockLeaseCore(UnifiedTreeCore):
-    """SGLang's Python tree core with one lease behind every lock receipt."""
+    """SGLang's Python tree core with one lease behind every lock receipt.
+
+    `strict_counters` (or ``UNICACHE_SGLANG_STRICT_LOCK_COUNTERS=1``) guards
+    the lock counters of every node (see `counters`): a write outside the
+    core's lock operations raises at once. Off by default: intercepting
+    writes costs SGLang's fast paths 2-3% (docs/sglang.md); `sanity_check`
+    recomputes the counters from the leases in either mode.
+    """
+
+    strict_counters: bool = False
 
     def __init__(
         self, params: CacheInitParams, components: dict[ComponentType, TreeComponent]
@@ -43,7 +64,45 @@ class LockLeaseCore(UnifiedTreeCore):
         self.lock_ledger = LeaseLedger("sglang-tree-locks", history=0)
         self.tree_locks: dict[int, Lease[Locked, Held]] = {}
         self.full_pins: dict[int, list[Lease[Locked, Held]]] = {}
-        super().__init__(params, components)
+        self.counter_gate = gate = CounterGate(lambda: self._node_arena.values())
+        self._guarded_data = guarded_component_data(gate)
+        self._tree_cts: tuple[int, ...] = tuple(int(ct) for ct in components)
+        self._guard_new_nodes = False
+        gate.open += 1
+        try:
+            super().__init__(params, components)
+        finally:
+            gate.open -= 1
+        self._tree_cts = tuple(int(ct) for ct in self.component_types)
+        if self.strict_counters or os.environ.get(STRICT_COUNTERS_ENV, "") == "1":
+            self._guard_new_nodes = True
+            for node in self._node_arena.values():
+                self._guard_counters(node)
+
+    def _guard_counters(self, node: UnifiedTreeNode) -> None:
+        """Make `node`'s lock counters writable only through the gate (see `counters`)."""
+        data, guarded = node.component_data, self._guarded_data
+        for ct in self._tree_cts:
+            data[ct].__class__ = guarded
+
+    def _new_node(self, priority: int = 0) -> UnifiedTreeNode:
+        node = LeaseTreeNode(self.component_types, priority=priority)
+        self._register_node(node)
+        if self._guard_new_nodes:
+            data, guarded = node.component_data, self._guarded_data
+            for ct in self._tree_cts:
+                data[ct].__class__ = guarded
+        return node
+
+    def reset(self) -> None:
+        """Settle every lock lease stale, then SGLang's reset (which sets the root's counters)."""
+        self._revoke_locks()
+        gate = self.counter_gate
+        gate.open += 1
+        try:
+            super().reset()
+        finally:
+            gate.open -= 1
 
     def _revoke_locks(self) -> None:
         """Advance the lock epoch (every live lock lease revoked) and settle them all stale."""
@@ -70,7 +129,7 @@ class LockLeaseCore(UnifiedTreeCore):
         return lease
 
     def _receipt(self, node_id: int, params: DecLockRefParams, kind: str) -> LockReceipt:
-        """The live receipt `params` names; typed errors for a foreign or spent one."""
+        """The live receipt `params` is (or was derived from); typed errors for a foreign or spent one."""
         if type(params) is not LockReceipt or params.kind != kind:
             raise UnleasedReceiptError(node_id, params)
         lease = self.tree_locks.get(params.lock_seq)
@@ -78,9 +137,22 @@ class LockLeaseCore(UnifiedTreeCore):
             if params.lock_seq > self.lock_ledger.acquired:
                 raise UnleasedReceiptError(node_id, params)
             raise LockReleasedTwiceError(node_id, params.lock_seq, kind)
-        if lease.owner is not params:
+        owner = lease.owner
+        if owner is not params and (
+            type(owner) is not LockReceipt or owner.node_id != params.node_id or owner.kind != kind
+        ):
             raise UnleasedReceiptError(node_id, params)
-        return params
+        return owner
+
+    def _partial_release(self, node_id: int, receipt: LockReceipt, params: DecLockRefParams) -> bool:
+        """Record the parts a derived copy releases; whether the lease still stands for anything."""
+        types = self.component_types
+        parts = frozenset(ct for ct in types if ct not in params.skipped_lock_components)
+        for ct in parts:
+            if not receipt.holds(ct, types):
+                raise LockReleasedTwiceError(node_id, receipt.lock_seq, f"{ct.name} part of lock")
+        receipt.released_early = receipt.released_early | parts
+        return any(receipt.holds(ct, types) for ct in types)
 
     def inc_lock_ref(
         self, node_id: int, skip_lock_components: Sequence[ComponentType] = ()
@@ -89,11 +161,16 @@ class LockLeaseCore(UnifiedTreeCore):
         node = self.node_by_id(node_id)
         skipped = tuple(skip_lock_components)
         receipt = LockReceipt(node_id=node.id, skipped_lock_components=skipped)
-        for component in self.components:
-            if component.component_type not in skipped:
-                component.acquire_component_lock(node=node, result=receipt)
-        self._update_evictable_leaf_sets(node)
-        lease = self._lease_lock(receipt, node)
+        gate = self.counter_gate
+        gate.open += 1
+        try:
+            for component in self.components:
+                if component.component_type not in skipped:
+                    component.acquire_component_lock(node=node, result=receipt)
+            self._update_evictable_leaf_sets(node)
+            lease = self._lease_lock(receipt, node)
+        finally:
+            gate.open -= 1
         self.tree_locks[lease.id] = lease
         return receipt
 
@@ -101,10 +178,15 @@ class LockLeaseCore(UnifiedTreeCore):
         """SGLang's host lock walk on a `LockReceipt`, then the one lease behind it."""
         node = self.node_by_id(node_id)
         receipt = LockReceipt(node_id=node.id, kind="host lock")
-        for component in self.components:
-            component.acquire_component_lock(node=node, result=receipt, lock_host=True)
-        self._update_evictable_leaf_sets(node)
-        lease = self._lease_lock(receipt, node)
+        gate = self.counter_gate
+        gate.open += 1
+        try:
+            for component in self.components:
+                component.acquire_component_lock(node=node, result=receipt, lock_host=True)
+            self._update_evictable_leaf_sets(node)
+            lease = self._lease_lock(receipt, node)
+        finally:
+            gate.open -= 1
         self.tree_locks[lease.id] = lease
         return receipt
 
@@ -117,17 +199,31 @@ class LockLeaseCore(UnifiedTreeCore):
         if _SWA in self.components_by_type and node_id != self.root_node.id:
             if skip_swa and _SWA not in early and _SWA not in receipt.skipped_lock_components:
                 raise WindowLockHeldError(node_id, receipt.lock_seq)
-            if not skip_swa and _SWA in early:
+            if not skip_swa and _SWA in early and _SWA not in params.skipped_lock_components:
                 raise LockReleasedTwiceError(node_id, receipt.lock_seq, "SWA part of lock")
-        out = super().dec_lock_ref(node_id, params, skip_swa)
-        self.tree_locks.pop(receipt.lock_seq).release()
+        held = receipt is params or self._partial_release(node_id, receipt, params)
+        gate = self.counter_gate
+        gate.open += 1
+        try:
+            out = super().dec_lock_ref(node_id, params, skip_swa)
+            if receipt is params or not held:
+                self.tree_locks.pop(receipt.lock_seq).release()
+        finally:
+            gate.open -= 1
         return out
 
     def dec_host_lock_ref(self, node_id: int, params: DecLockRefParams) -> DecLockRefResult:
         """Check the host receipt, run SGLang's release walk, release its lease."""
         receipt = self._receipt(node_id, params, "host lock")
-        out = super().dec_host_lock_ref(node_id, params)
-        self.tree_locks.pop(receipt.lock_seq).release()
+        if receipt is not params:
+            raise UnleasedReceiptError(node_id, params)
+        gate = self.counter_gate
+        gate.open += 1
+        try:
+            out = super().dec_host_lock_ref(node_id, params)
+            self.tree_locks.pop(receipt.lock_seq).release()
+        finally:
+            gate.open -= 1
         return out
 
     def dec_swa_lock_only(self, node_id: int, params: DecLockRefParams) -> DecSwaLockOnlyResult:
@@ -138,7 +234,7 @@ class LockLeaseCore(UnifiedTreeCore):
             return super().dec_swa_lock_only(node_id, params)
         if _SWA in receipt.released_early:
             raise LockReleasedTwiceError(node_id, receipt.lock_seq, "SWA part of lock")
-        out = super().dec_swa_lock_only(node_id, params)
+        out = self._gated(lambda: super(LockLeaseCore, self).dec_swa_lock_only(node_id, params))
         priority = swa.eviction_priority(is_leaf=False)
         receipt.released_early = receipt.released_early | {_SWA} | {
             c.component_type for c in self.components if c.eviction_priority(is_leaf=False) < priority
@@ -152,14 +248,16 @@ class LockLeaseCore(UnifiedTreeCore):
         receipt = self._receipt(node_id, params, "lock")
         if component_type in receipt.released_early:
             raise LockReleasedTwiceError(node_id, receipt.lock_seq, f"{component_type.name} part of lock")
-        out = super().dec_window_lock_only(node_id, component_type, params)
+        out = self._gated(
+            lambda: super(LockLeaseCore, self).dec_window_lock_only(node_id, component_type, params)
+        )
         if node_id != self.root_node.id and component_type not in receipt.skipped_lock_components:
             receipt.released_early = receipt.released_early | {component_type}
         return out
 
     def inc_full_pin(self, node_id: int) -> None:
         """SGLang's Full pin walk, backed by a lease (no receipt in SGLang's API: a stack per node)."""
-        super().inc_full_pin(node_id)
+        self._gated(lambda: super(LockLeaseCore, self).inc_full_pin(node_id))
         receipt = LockReceipt(node_id=node_id, kind="Full pin")
         self.full_pins.setdefault(node_id, []).append(
             self._lease_lock(receipt, self.node_by_id(node_id))
@@ -170,10 +268,19 @@ class LockLeaseCore(UnifiedTreeCore):
         pins = self.full_pins.get(node_id)
         if not pins:
             raise LockReleasedTwiceError(node_id, 0, "Full pin")
-        super().dec_full_pin(node_id)
+        self._gated(lambda: super(LockLeaseCore, self).dec_full_pin(node_id))
         pins.pop().release()
         if not pins:
             del self.full_pins[node_id]
+
+    def _gated(self, walk: Callable[[], _T]) -> _T:
+        """Run one of SGLang's lock walks with the counter gate open."""
+        gate = self.counter_gate
+        gate.open += 1
+        try:
+            return walk()
+        finally:
+            gate.open -= 1
 
     def live_lock_receipts(self) -> list[LockReceipt]:
         """The receipt of every live lock lease (locks, host locks, Full pins)."""

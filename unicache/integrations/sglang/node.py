@@ -63,7 +63,10 @@ class LeaseTreeNode(UnifiedTreeNode):
     @load_back_pending_id.setter
     def load_back_pending_id(self, value: Optional[int]) -> None:
         if value is None:
-            full = self.pins(_FULL)
+            pins = self.load_back_pins
+            if pins is None:
+                return
+            full = pins.get(_FULL)
             if full:
                 raise PinFieldWriteError(self.id, full.ids())
             return
