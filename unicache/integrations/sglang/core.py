@@ -31,7 +31,7 @@ from sglang.srt.mem_cache.unified_cache.components import (
     TreeComponent,
 )
 from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
-from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeNode
+from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore, UnifiedTreeNode
 from sglang.srt.mem_cache.radix_cache import RadixKey
 
 from unicache.integrations.sglang.errors import (
@@ -240,6 +240,32 @@ class LeaseTreeCore(LockLeaseCore):
             self._update_duplicate_tracking(new_node)
         return new_node, action
 
+    def _is_device_leaf(self, node: UnifiedTreeNode) -> bool:
+        """SGLang's D-leaf predicate without generator frames (over the tree's own components)."""
+        if node is self.root_node or node.evicted:
+            return False
+        data = node.component_data
+        for ct in self._tree_cts:
+            if data[ct].lock_ref > 0:
+                return False
+        for child in node.children.values():
+            if child.component_data[_FULL].value is not None:
+                return False
+        return True
+
+    def _is_host_leaf(self, node: UnifiedTreeNode) -> bool:
+        """SGLang's H-leaf predicate without generator frames (over the tree's own components)."""
+        if node is self.root_node or not node.evicted or node.children:
+            return False
+        data = node.component_data
+        if data[_FULL].host_value is None:
+            return False
+        for ct in self._tree_cts:
+            cd = data[ct]
+            if cd.host_lock_ref > 0 or cd.lock_ref > 0:
+                return False
+        return True
+
     def _update_evictable_leaf_sets(self, node: UnifiedTreeNode) -> None:
         """SGLang's leaf-set update with `_is_device_leaf`/`_is_host_leaf` inlined in one frame.
 
@@ -282,6 +308,18 @@ class LeaseTreeCore(LockLeaseCore):
         else:
             self.evictable_host_leaves.discard(node)
 
+    def _leaf_problems(self) -> list[str]:
+        """The evictable-leaf sets against SGLang's own predicates (this core overrides them)."""
+        problems: list[str] = []
+        for node in self._collect_all_nodes():
+            for name, leaves, stock in (
+                ("device", self.evictable_device_leaves, UnifiedTreeCore._is_device_leaf),
+                ("host", self.evictable_host_leaves, UnifiedTreeCore._is_host_leaf),
+            ):
+                if (node in leaves) != stock(self, node):
+                    problems.append(f"node {node.id}: evictable {name} leaf set disagrees with SGLang's predicate")
+        return problems
+
     def live_load_back_leases(self) -> int:
         return sum(lb.held_leases() for q in self.load_backs.values() for lb in q)
 
@@ -292,7 +330,7 @@ class LeaseTreeCore(LockLeaseCore):
     ) -> None:
         """SGLang's checks, then: every pin belongs to a live load-back of this epoch, and back."""
         super().sanity_check(ongoing_write_through, ongoing_load_back)
-        problems: list[str] = []
+        problems: list[str] = self._leaf_problems()
         live_ids: dict[int, LoadBack] = {}
         for anchor, queue in self.load_backs.items():
             for lb in queue:
