@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from leases import Borrowed, LeaseLedger
 from sglang.srt.disaggregation.kv_events import StorageMedium
+from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams, MatchResult
 from sglang.srt.mem_cache.hicache_storage import PoolTransfer
 from sglang.srt.mem_cache.unified_cache.cache_action import CacheAction, ComponentAction
 from sglang.srt.mem_cache.unified_cache.components import (
@@ -239,6 +240,74 @@ class LeaseTreeCore(LockLeaseCore):
         if view is not None:
             self._update_duplicate_tracking(new_node)
         return new_node, action
+
+    def _match_prefix_helper(self, key: RadixKey, params: MatchPrefixParams) -> MatchResult:
+        """SGLang's match walk with its per-node closures and list comprehensions inlined.
+
+        Same steps as 0.5.23's `_match_prefix_helper`: every validator runs on
+        every visited node (SWA's are stateful, so no short-circuit), the same
+        split, the same post-processing.
+        """
+        node = self.root_node
+        page_size = self.page_size
+        key_offset = 0
+        child_key = key.child_key_at(key_offset, page_size)
+        value: list[torch.Tensor] = []
+        best_match_node = best_match_device_node = node
+        best_match_device_value_len = 0
+        full_kv_hit_length = 0
+        action: Optional[CacheAction | ComponentAction] = None
+        separate_device_match = self.enable_hicache
+        validators = self._create_match_validators(params, match_device_only=not separate_device_match)
+        device_validators = (
+            self._create_match_validators(params, match_device_only=True)
+            if separate_device_match
+            else validators
+        )
+        key_len = len(key)
+        while key_offset < key_len and child_key in node.children:
+            child = node.children[child_key]
+            if child.evicted and not child.backuped:
+                break
+            prefix_len = child.key.match_at(key, key_offset, page_size=page_size)
+            full_kv_hit_length += prefix_len
+            split = prefix_len < len(child.key)
+            if split:
+                node, action = self._split_node(child.key, child, prefix_len)
+            else:
+                node = child
+            if not node.evicted:
+                value.append(node.component_data[_FULL].value)
+            matched = True
+            for validator in validators:
+                if not validator(node):
+                    matched = False
+            if matched:
+                best_match_node = node
+            if separate_device_match:
+                matched = True
+                for validator in device_validators:
+                    if not validator(node):
+                        matched = False
+            if matched:
+                best_match_device_value_len = len(value)
+                best_match_device_node = node
+            if split:
+                break
+            key_offset += prefix_len
+            if key_offset < key_len:
+                child_key = key.child_key_at(key_offset, page_size)
+        return self._match_post_processor(
+            params,
+            value,
+            best_match_node,
+            best_match_device_node,
+            best_match_device_value_len,
+            full_kv_hit_length,
+            action,
+            last_visited_node_id=node.id if node is not self.root_node else None,
+            device_validators=device_validators,
+        )
 
     def _is_device_leaf(self, node: UnifiedTreeNode) -> bool:
         """SGLang's D-leaf predicate without generator frames (over the tree's own components)."""
