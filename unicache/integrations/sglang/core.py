@@ -246,7 +246,9 @@ class LeaseTreeCore(LockLeaseCore):
 
         Same steps as 0.5.23's `_match_prefix_helper`: every validator runs on
         every visited node (SWA's are stateful, so no short-circuit), the same
-        split, the same post-processing.
+        split, the same post-processing. A visited node is `evicted` exactly
+        when its Full value is None (it has a parent), so the value test
+        stands for SGLang's `not node.evicted`.
         """
         node = self.root_node
         page_size = self.page_size
@@ -269,15 +271,19 @@ class LeaseTreeCore(LockLeaseCore):
             child = node.children[child_key]
             if child.evicted and not child.backuped:
                 break
-            prefix_len = child.key.match_at(key, key_offset, page_size=page_size)
+            child_node_key = child.key
+            if child_node_key is None:
+                raise LeaseCoreError(f"match: node {child.id} under node {node.id} has no key")
+            prefix_len = child_node_key.match_at(key, key_offset, page_size=page_size)
             full_kv_hit_length += prefix_len
-            split = prefix_len < len(child.key)
+            split = prefix_len < len(child_node_key)
             if split:
-                node, action = self._split_node(child.key, child, prefix_len)
+                node, action = self._split_node(child_node_key, child, prefix_len)
             else:
                 node = child
-            if not node.evicted:
-                value.append(node.component_data[_FULL].value)
+            full_value = node.component_data[_FULL].value
+            if full_value is not None:
+                value.append(full_value)
             matched = True
             for validator in validators:
                 if not validator(node):
