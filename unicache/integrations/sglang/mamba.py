@@ -3,9 +3,11 @@
 Stock 0.5.23 asserts ``Can not alloc mamba cache`` in two places when a Mamba
 slot is needed and eviction frees none (every cached state is pinned):
 
-* checkpointing an unfinished request (`_alloc_mamba_slot`, reached from
-  `prepare_for_caching_req`): here the allocation raises
-  `MambaSlotUnavailable`, the checkpoint catches it, the state is not cached
+* checkpointing a request (`_alloc_mamba_slot`, reached from
+  `prepare_for_caching_req`, with or without the extra buffer): here the
+  allocation does SGLang's steps (the lazy extra buffer's early release of
+  the lock's Mamba part, eviction, retry) and then raises
+  `MambaSlotUnavailable`; the checkpoint catches it, the state is not cached
   (counted in `states_not_cached`), nothing is inserted for it, and the
   request proceeds with its own slot untouched;
 * the copy-on-write of a matched state into the request's own slot
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from dataclasses import replace
+
 import torch
 from sglang.srt.mem_cache.base_prefix_cache import (
     EvictParams,
@@ -31,6 +35,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
 from sglang.srt.mem_cache.allocator.mamba import MambaSlotAllocator
 from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
 from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
+from sglang.srt.runtime_context import get_exec
 
 from unicache.integrations.sglang.errors import MambaSlotUnavailable
 
@@ -51,17 +56,29 @@ class LeaseMambaComponent(MambaComponent):
         return pool.mamba_allocator
 
     def _alloc_mamba_slot(self, req: Optional[Req] = None) -> torch.Tensor:
+        """SGLang's slot allocation (lazy extra-buffer release, evict, retry); none left raises typed."""
         allocator = self._allocator()
         slot: Optional[torch.Tensor] = allocator.alloc(1)
         if slot is not None:
             return slot
-        if req is not None and self.cache.enable_mamba_extra_buffer:
-            return super()._alloc_mamba_slot(req)
+        if req is not None and get_exec().mamba.enable_mamba_extra_buffer_lazy:
+            self._release_consumed_cow_lock(req)
         self.cache.evict_for_alloc(EvictParams(num_tokens=0, mamba_num=1))
         slot = allocator.alloc(1)
         if slot is None:
             raise MambaSlotUnavailable(1, int(allocator.available_size()))
         return slot
+
+    def _release_consumed_cow_lock(self, req: Req) -> None:
+        """SGLang's lazy extra buffer (0.5.23 `components/mamba.py:531-548`): give back the Mamba part
+        of the request's lock, whose copy-on-write source prefill has consumed, keeping its KV locks."""
+        lock = req.lock
+        ct = self.component_type
+        if lock is None or lock.swa_released or ct in lock.receipt.skipped_lock_components:
+            return
+        others = tuple(c for c in self.cache.tree_components if c != ct)
+        self.cache.dec_lock_ref(lock.node, replace(lock.receipt, skipped_lock_components=others))
+        lock.receipt.skipped_lock_components += (ct,)
 
     def prepare_for_caching_req(
         self,
