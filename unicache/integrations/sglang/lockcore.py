@@ -158,31 +158,23 @@ class LockLeaseCore(UnifiedTreeCore):
         self, node_id: int, skip_lock_components: Sequence[ComponentType] = ()
     ) -> LockReceipt:
         """SGLang's lock walk on a `LockReceipt`, then the one lease behind it."""
-        node = self.node_by_id(node_id)
         skipped = tuple(skip_lock_components)
-        receipt = LockReceipt(node_id=node.id, skipped_lock_components=skipped)
+        return self._lock(node_id, LockReceipt(node_id=node_id, skipped_lock_components=skipped), False)
+
+    def inc_host_lock_ref(self, node_id: int) -> LockReceipt:
+        """SGLang's host lock walk on a `LockReceipt`, then the one lease behind it."""
+        return self._lock(node_id, LockReceipt(node_id=node_id, kind="host lock"), True)
+
+    def _lock(self, node_id: int, receipt: LockReceipt, host: bool) -> LockReceipt:
+        """SGLang's `inc_lock_ref`/`inc_host_lock_ref` walk with the gate open, then the lease."""
+        node = self.node_by_id(node_id)
+        skipped = receipt.skipped_lock_components
         gate = self.counter_gate
         gate.open += 1
         try:
             for component in self.components:
                 if component.component_type not in skipped:
-                    component.acquire_component_lock(node=node, result=receipt)
-            self._update_evictable_leaf_sets(node)
-            lease = self._lease_lock(receipt, node)
-        finally:
-            gate.open -= 1
-        self.tree_locks[lease.id] = lease
-        return receipt
-
-    def inc_host_lock_ref(self, node_id: int) -> LockReceipt:
-        """SGLang's host lock walk on a `LockReceipt`, then the one lease behind it."""
-        node = self.node_by_id(node_id)
-        receipt = LockReceipt(node_id=node.id, kind="host lock")
-        gate = self.counter_gate
-        gate.open += 1
-        try:
-            for component in self.components:
-                component.acquire_component_lock(node=node, result=receipt, lock_host=True)
+                    component.acquire_component_lock(node=node, result=receipt, lock_host=host)
             self._update_evictable_leaf_sets(node)
             lease = self._lease_lock(receipt, node)
         finally:
@@ -217,13 +209,8 @@ class LockLeaseCore(UnifiedTreeCore):
         receipt = self._receipt(node_id, params, "host lock")
         if receipt is not params:
             raise UnleasedReceiptError(node_id, params)
-        gate = self.counter_gate
-        gate.open += 1
-        try:
-            out = super().dec_host_lock_ref(node_id, params)
-            self.tree_locks.pop(receipt.lock_seq).release()
-        finally:
-            gate.open -= 1
+        out = self._gated(lambda: super(LockLeaseCore, self).dec_host_lock_ref(node_id, params))
+        self.tree_locks.pop(receipt.lock_seq).release()
         return out
 
     def dec_swa_lock_only(self, node_id: int, params: DecLockRefParams) -> DecSwaLockOnlyResult:
