@@ -1,8 +1,8 @@
-"""`LeaseTreeCore`: SGLang's Python tree core with every load-back pin a lease.
+"""`LeaseTreeCore`: SGLang's Python tree core with every load-back pin and tree lock a lease.
 
 Registered as tree-core backend ``"leases"`` (see `plugin`). It keeps the
-Python core's tree, LRUs and component drivers and changes only who owns
-the load-back pins:
+Python core's tree, LRUs and component drivers; its tree locks are leases
+(`lockcore.LockLeaseCore`), and it changes who owns the load-back pins:
 
 * each (load-back, component) takes one `Lease` pinning every node whose host
   slots it reads; the node's `load_back_pending_id` is a read-only view;
@@ -12,6 +12,10 @@ the load-back pins:
   commit order);
 * `reset` advances the ledger's epoch, so a late ack settles stale;
 * the Mamba component is swapped for `LeaseMambaComponent` (#36770).
+
+A few of SGLang's hottest tree-core helpers (leaf-set update, D-/H-leaf
+predicates, the match walk) are overridden with the same steps in fewer
+frames; `sanity_check` compares the leaf sets with SGLang's own predicates.
 """
 
 from __future__ import annotations
