@@ -89,20 +89,13 @@ class LockLeaseCore(UnifiedTreeCore):
         node = LeaseTreeNode(self.component_types, priority=priority)
         self._register_node(node)
         if self._guard_new_nodes:
-            data, guarded = node.component_data, self._guarded_data
-            for ct in self._tree_cts:
-                data[ct].__class__ = guarded
+            self._guard_counters(node)
         return node
 
     def reset(self) -> None:
         """Settle every lock lease stale, then SGLang's reset (which sets the root's counters)."""
         self._revoke_locks()
-        gate = self.counter_gate
-        gate.open += 1
-        try:
-            super().reset()
-        finally:
-            gate.open -= 1
+        self._gated(super().reset)
 
     def _revoke_locks(self) -> None:
         """Advance the lock epoch (every live lock lease revoked) and settle them all stale."""
