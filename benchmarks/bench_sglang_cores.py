@@ -2,12 +2,16 @@
 
 Run (in the SGLang venv): `make bench-sglang`, or
 `.venv-sglang/bin/python benchmarks/bench_sglang_cores.py [--rounds R] [--sessions N]
-[--harness PATH/sglang_harness.py] [--json PATH]`.
+[--clock wall|cpu] [--harness PATH/sglang_harness.py] [--json PATH]`.
 
 Part 1, throughput: each round runs the three cores back to back (order
 rotated per round) on the same requests; requests/s are medians over the
-rounds, and the leases/python and leases/rust ratios are printed. Digests
-must agree across cores, or the run aborts (different work is not compared).
+rounds, and the leases/python and leases/rust ratios are printed, both as
+the ratio of the medians and as the median of the per-round ratios (each
+taken from runs seconds apart, so less exposed to a shared machine's load
+swings). `--clock cpu` times the replay loop in process CPU time instead of
+wall time (other jobs on the machine then cost less noise). Digests must
+agree across cores, or the run aborts (different work is not compared).
 
 Part 2, overlapping load-backs: acks are deferred (`--ack-every`, started and
 acked every N requests, as while GPU copies are in flight); the stock Python
@@ -31,9 +35,12 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 import statistics
 import sys
+import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -69,12 +76,15 @@ def _check_harness(path: str, seed: int, sessions: int, reqs: list[Request]) -> 
 COPY_BYTES = [False]
 
 
+CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]
+
+
 def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int,
          swa_window: int | None = None) -> ReplayResult:
     setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx,
                         copy_bytes=COPY_BYTES[0], swa_window=swa_window)
     try:
-        return replay(setup, reqs, ack_every=ack_every)
+        return replay(setup, reqs, ack_every=ack_every, clock=CLOCK[0])
     finally:
         setup.cache.release_host_resources()
 
@@ -96,17 +106,21 @@ def throughput(reqs: list[Request], unique: int, rounds: int) -> list[dict[str, 
         if len(set(digests.values())) != 1:
             raise SystemExit(f"{label}: cores did different work: {digests}")
         med = {c: statistics.median(v) for c, v in rps.items()}
+        paired = {c: statistics.median(a / b for a, b in zip(rps["leases"], rps[c])) for c in ("python", "rust")}
         row = {
             "config": f"{label}/ps1/write_back",
             "req_per_s": med,
             "req_per_s_all": {c: [round(x, 1) for x in v] for c, v in rps.items()},
             "leases_vs_python": med["leases"] / med["python"],
             "leases_vs_rust": med["leases"] / med["rust"],
+            "leases_vs_python_paired": paired["python"],
+            "leases_vs_rust_paired": paired["rust"],
             "digest": next(iter(digests.values())),
         }
         rows.append(row)
         print(f"{row['config']:26s} " + "  ".join(f"{c}={med[c]:7.1f} req/s" for c in CORES)
-              + f"  leases/python={row['leases_vs_python']:.2f}x  leases/rust={row['leases_vs_rust']:.2f}x")
+              + f"  leases/python={row['leases_vs_python']:.3f}x (paired {paired['python']:.3f}x)"
+              + f"  leases/rust={row['leases_vs_rust']:.3f}x (paired {paired['rust']:.3f}x)")
     return rows
 
 
@@ -145,15 +159,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fork", type=float, default=0.5, help="fork probability of the overlap variant")
     ap.add_argument("--swa-window", type=int, default=512, help="sliding window of the FULL+SWA overlap runs")
     ap.add_argument("--transfer", choices=["noop", "copy"], default="noop")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="time the replay loop in wall time or in process CPU time")
     ap.add_argument("--harness", help="path of sglang_harness.py, to confirm the workload is the same")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     COPY_BYTES[0] = args.transfer == "copy"
+    CLOCK[0] = time.process_time_ns if args.clock == "cpu" else time.perf_counter_ns
     reqs, unique = gen_workload(args.seed, sessions=args.sessions)
     if args.harness:
         _check_harness(args.harness, args.seed, args.sessions, reqs)
-    print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}")
+    print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}; "
+          f"clock: {args.clock}; load average {os.getloadavg()[0]:.1f}")
     forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork)
     out = {"throughput": [] if args.skip_throughput else throughput(reqs, unique, args.rounds),
            "overlap": overlap(reqs, unique, args.ack_every, "", args.swa_window)
@@ -162,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
+    print(f"# load average at the end {os.getloadavg()[0]:.1f}")
     sys.stdout.flush()
 
 

@@ -5,7 +5,9 @@ backend; here the device is the CPU, the io backend ``direct`` with the
 ``page_first_direct`` host layout, and the sgl_kernel copies are torch index
 copies (`unicache.integrations.sglang.cpu`). The kit's `build_fixture` wants
 a core implementing its inspection interface: `InspectedLeaseTreeCore`
-combines the lease core with SGLang's own Python inspector.
+combines the lease core with SGLang's own Python inspector. Every lease core
+built in a test guards its lock counters (`strict_counters`), so a write
+outside its lock operations fails the test at once.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from sglang.test.kits.unified_radix_cache.unified_tree_core_inspector import (  
 
 import unicache.integrations.sglang  # noqa: E402,F401  (registers "leases")
 from unicache.integrations.sglang.core import LeaseTreeCore  # noqa: E402
+from unicache.integrations.sglang.lockcore import LockLeaseCore  # noqa: E402
 from unicache.integrations.sglang.cpu import install_cpu_shims, server_args  # noqa: E402
 
 
@@ -60,7 +63,7 @@ def _cpu_server_args(**kwargs: object) -> ServerArgs:
 
 @pytest.fixture(autouse=True)
 def sglang_on_cpu() -> Iterator[None]:
-    """Kit on CPU; backend "leases" built inspected; no atexit pins left behind."""
+    """Kit on CPU; backend "leases" built inspected, with strict lock counters; no atexit pins left behind."""
     install_cpu_shims()
     registered: list[Any] = []
     real_register = atexit.register
@@ -74,6 +77,7 @@ def sglang_on_cpu() -> Iterator[None]:
         mock.patch.object(kit_mixins, "ServerArgs", _cpu_server_args),
         mock.patch.dict(_TREE_CORE_REGISTRY, {"leases": _inspected_lease_factory}),
         mock.patch.object(atexit, "register", track),
+        mock.patch.object(LockLeaseCore, "strict_counters", True),
     ):
         yield
     for fn in registered:

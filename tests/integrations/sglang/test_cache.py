@@ -64,7 +64,7 @@ def test_stock_cache_loses_the_first_load_back_on_a_shared_anchor() -> None:
         setup.cache.loading_check()
     core = setup.cache.tree_core
     assert isinstance(core, LeaseTreeCore)
-    lost = sorted(str(lock) for lock in core.tree_locks.values())
+    lost = sorted(str(receipt) for receipt in core.live_lock_receipts())
     assert lost == [f"host lock #1 on node {anchor}", f"lock #3 on node {anchor}"], (
         "the overwritten entry's receipts are lost, but their lock leases stay visible"
     )

@@ -19,6 +19,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     MatchPrefixParams,
 )
 from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
 from unicache.integrations.sglang.core import LeaseTreeCore
@@ -93,11 +94,13 @@ def test_lease_core_serves_both_and_releases_every_lease_once() -> None:
     assert core.overlapping_load_backs == 1
     x_node = core.node_by_id(b[0])
     assert isinstance(x_node, LeaseTreeNode)
-    assert x_node.pins_full is not None and x_node.pins_mamba is not None
+    x_full, x_mamba = x_node.pins(ComponentType.FULL), x_node.pins(ComponentType.MAMBA)
+    assert x_full is not None and x_mamba is not None
     lb_a, lb_b = core.load_backs[a[0]][0], core.load_backs[b[0]][0]
-    assert lb_a.full is not None and lb_b.mamba is not None
-    assert x_node.pins_full.ids() == [lb_a.full.id]
-    assert x_node.pins_mamba.ids() == [lb_b.mamba.id]
+    a_full, b_mamba = lb_a.lease(ComponentType.FULL), lb_b.lease(ComponentType.MAMBA)
+    assert a_full is not None and b_mamba is not None
+    assert x_full.ids() == [a_full.id]
+    assert x_mamba.ids() == [b_mamba.id]
     assert x_node.load_back_pending_id == a[0]
     live = {lease.id for lease in core.ledger.live()}
     assert live == set(lb_a.lease_ids().values()) | set(lb_b.lease_ids().values())

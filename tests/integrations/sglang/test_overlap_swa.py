@@ -19,6 +19,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     MatchPrefixParams,
 )
 from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.components import ComponentType
 
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.node import LeaseTreeNode
@@ -86,10 +87,13 @@ def test_lease_core_serves_both_swa_load_backs_and_releases_every_lease_once() -
     x_node = core.node_by_id(b[0])
     assert isinstance(x_node, LeaseTreeNode)
     lb_a, lb_b = core.load_backs[a[0]][0], core.load_backs[b[0]][0]
-    assert lb_a.full is not None and lb_a.swa is not None and lb_b.swa is not None
-    assert x_node.pins_full is not None and x_node.pins_swa is not None
-    assert lb_a.full.id in x_node.pins_full.ids()
-    assert x_node.pins_swa.ids() == [lb_b.swa.id], "X's SWA is pinned by B alone"
+    a_full, a_swa = lb_a.lease(ComponentType.FULL), lb_a.lease(ComponentType.SWA)
+    b_swa = lb_b.lease(ComponentType.SWA)
+    assert a_full is not None and a_swa is not None and b_swa is not None
+    x_full, x_swa = x_node.pins(ComponentType.FULL), x_node.pins(ComponentType.SWA)
+    assert x_full is not None and x_swa is not None
+    assert a_full.id in x_full.ids()
+    assert x_swa.ids() == [b_swa.id], "X's SWA is pinned by B alone"
     assert x_node.load_back_pending_id == a[0]
     live = {lease.id for lease in core.ledger.live()}
     assert live == set(lb_a.lease_ids().values()) | set(lb_b.lease_ids().values())

@@ -65,15 +65,23 @@ class MambaSlotUnavailable(LeaseCoreError):
         self.available = available
 
 
-class LockReleasedTwiceError(LeaseCoreError):
+class LockReceiptError(LeaseCoreError):
+    """Misuse of one lock receipt; names the node and the lock (`lock_seq`, its lease id)."""
+
+    def __init__(self, node_id: int, lock_seq: int, message: str) -> None:
+        self.node_id = node_id
+        self.lock_seq = lock_seq
+        super().__init__(message)
+
+
+class LockReleasedTwiceError(LockReceiptError):
     """A lock receipt was released after its lease (or that part of it) was already released."""
 
     def __init__(self, node_id: int, lock_seq: int, what: str) -> None:
-        self.node_id = node_id
-        self.lock_seq = lock_seq
         super().__init__(
+            node_id, lock_seq,
             f"{what} #{lock_seq} on node {node_id} released twice: "
-            "its lease was already given back (one receipt, one release)"
+            "its lease was already given back (one receipt, one release)",
         )
 
 
@@ -85,4 +93,30 @@ class UnleasedReceiptError(LeaseCoreError):
         super().__init__(
             f"release on node {node_id} with receipt {receipt!r}: not issued by this core's "
             "inc_lock_ref/inc_host_lock_ref (no lease stands behind it)"
+        )
+
+
+class WindowLockHeldError(LockReceiptError):
+    """`dec_lock_ref(skip_swa=True)` on a receipt whose SWA part was never given back early."""
+
+    def __init__(self, node_id: int, lock_seq: int) -> None:
+        super().__init__(
+            node_id, lock_seq,
+            f"lock #{lock_seq} on node {node_id}: dec_lock_ref(skip_swa=True) but its SWA part "
+            "is still held (release it with dec_swa_lock_only first, or pass skip_swa=False)",
+        )
+
+
+class LockCounterWriteError(LeaseCoreError):
+    """A lock counter was written outside the lease core's lock acquires and releases."""
+
+    def __init__(
+        self, node_id: int | None, component: int | None, field: str, old: object, new: object
+    ) -> None:
+        self.node_id = node_id
+        self.component = component
+        super().__init__(
+            f"node {node_id} component {component}: {field} {old} -> {new} written outside a lock "
+            "lease acquire/release; the counters are a view of the live lock leases "
+            "(take a lock with inc_lock_ref/inc_host_lock_ref and release its receipt)"
         )

@@ -8,9 +8,11 @@ from leases import PinSet
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeNode
 
-from unicache.components.markers import SWA, Full, Mamba
 from unicache.integrations.sglang.errors import PinFieldWriteError
-from unicache.integrations.sglang.loadback import LoadBack
+from unicache.integrations.sglang.loadback import MARKERS, LoadBack
+from unicache.integrations.sglang.locks import Locked
+
+_FULL = ComponentType.FULL
 
 
 class LeaseTreeNode(UnifiedTreeNode):
@@ -21,25 +23,38 @@ class LeaseTreeNode(UnifiedTreeNode):
     of a load-back whose Full lease pins this node, or None. The core never
     writes it; SGLang's split writes the inherited value, which the core
     checks against the leases it re-pins (`split_anchor`). `locks` holds the
-    Full leases of the tree locks anchored here (see `locks`).
+    leases of the tree locks anchored here (see `locks`).
+
+    The lease fields default at class level (None), so building a node costs
+    nothing beyond SGLang's own constructor; they are set on first pin.
     """
 
-    __slots__ = ("pins_full", "pins_swa", "pins_mamba", "split_anchor", "locks")
+    load_back_pins: Optional[dict[ComponentType, PinSet[object]]] = None
+    split_anchor: Optional[int] = None
+    locks: Optional[PinSet[Locked]] = None
 
-    def __init__(self, tree_components: tuple[ComponentType, ...], priority: int = 0) -> None:
-        self.pins_full: PinSet[Full] | None = None
-        self.pins_swa: PinSet[SWA] | None = None
-        self.pins_mamba: PinSet[Mamba] | None = None
-        self.split_anchor: Optional[int] = None
-        self.locks: PinSet[Full] | None = None
-        super().__init__(tree_components, priority)
+    def pins(self, ct: ComponentType) -> Optional[PinSet[object]]:
+        """The load-back pin set of component `ct`, or None before its first pin."""
+        pins = self.load_back_pins
+        return pins.get(ct) if pins is not None else None
+
+    def ensure_pins(self, ct: ComponentType) -> PinSet[object]:
+        """The load-back pin set of component `ct`, created on first use."""
+        pins = self.load_back_pins
+        if pins is None:
+            self.load_back_pins = pins = {}
+        found = pins.get(ct)
+        if found is None:
+            found = pins[ct] = PinSet(MARKERS[ct], self.id)
+        return found
 
     @property
     def load_back_pending_id(self) -> Optional[int]:
-        pins = self.pins_full
-        if pins is None:
+        pins = self.load_back_pins
+        full = pins.get(_FULL) if pins is not None else None
+        if full is None:
             return None
-        for lease in pins:
+        for lease in full:
             owner = lease.owner
             if isinstance(owner, LoadBack):
                 return owner.anchor
@@ -48,8 +63,11 @@ class LeaseTreeNode(UnifiedTreeNode):
     @load_back_pending_id.setter
     def load_back_pending_id(self, value: Optional[int]) -> None:
         if value is None:
-            pins = self.pins_full
-            if pins:
-                raise PinFieldWriteError(self.id, pins.ids())
+            pins = self.load_back_pins
+            if pins is None:
+                return
+            full = pins.get(_FULL)
+            if full:
+                raise PinFieldWriteError(self.id, full.ids())
             return
         self.split_anchor = value

@@ -13,6 +13,7 @@ import gc
 import random
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Optional, cast
@@ -241,7 +242,12 @@ class ReplayResult:
 
 
 def replay(
-    setup: CacheSetup, reqs: list[Request], *, check_every: int = 0, ack_every: int = 1
+    setup: CacheSetup,
+    reqs: list[Request],
+    *,
+    check_every: int = 0,
+    ack_every: int = 1,
+    clock: Callable[[], int] = time.perf_counter_ns,
 ) -> ReplayResult:
     """Drive the harness's per-request op sequence; `sanity_check` every `check_every` requests.
 
@@ -262,7 +268,7 @@ def replay(
     gc.collect()
     was = gc.isenabled()
     gc.disable()
-    t0 = time.perf_counter_ns()
+    t0 = clock()
     for i, (_s, _t, tokens) in enumerate(reqs):
         key = RadixKey(tokens)
         m = cache.match_prefix(MatchPrefixParams(key=key))
@@ -323,7 +329,7 @@ def replay(
     if queued:
         cache.ready_to_load_host_cache()
         cache.loading_check()
-    res.wall_s = (time.perf_counter_ns() - t0) / 1e9
+    res.wall_s = (clock() - t0) / 1e9
     if was:
         gc.enable()
     cache.sanity_check()
