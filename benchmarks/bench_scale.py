@@ -23,7 +23,8 @@ calls (gc off, `time.process_time_ns`, the median per call):
 - insert:       `insert` of the next requests of the stream (match, lock and
                 allocation untimed);
 - backup:       `backup` of a cached leaf + `poll` (its ack);
-- evict:        `evict_device` of one page (one LRU victim, backed up first if it is not);
+- evict:        `evict_device` of one page: one LRU victim, demoted (every device leaf is
+                backed up first, untimed, so that this is the eviction alone);
 - load-back:    `load_back` of an evicted node + `poll` + `result`.
 
 Path-walking ops (match, lock, unlock, insert, load-back) are also reported
@@ -152,6 +153,13 @@ def measure(drv: Driver, samples: int, rng: random.Random) -> dict[str, tuple[fl
             cache.backup(leaf)
             cache.poll()
             per["backup"].append((clock() - t0, 1))
+        gc.enable()
+        for y in list(cache.nodes()):
+            if y.parent is not None and y.dev_children == 0 and y.dev_full is not None and y.host_pages is None:
+                cache.backup(y)
+        cache.poll()
+        gc.collect()
+        gc.disable()
         before = cache.counters.device_evictions
         for _ in range(samples):
             t0 = clock()
