@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 COMPILED := build/compiled
 
-.PHONY: test test-compiled lint run setup bench bench-scale peer setup-sglang test-sglang bench-sglang
+.PHONY: test test-pure test-compiled lint run setup bench bench-scale peer setup-sglang test-sglang bench-sglang
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,12 +19,14 @@ $(STAMP): pyproject.toml setup.py
 setup: $(STAMP)
 	$(PY) tools/compiled_build.py $(COMPILED)
 
-# The suite runs twice: on the pure-Python checkout, then on the compiled copy.
+# The suite runs twice, side by side (two jobs): on the pure-Python checkout and on the compiled copy.
 test: setup lint
-	$(PY) -m pytest
-	$(MAKE) --no-print-directory test-compiled
+	$(MAKE) -j2 --output-sync=target --no-print-directory test-pure test-compiled
 	$(VENV)/bin/leasecheck --strict leases unicache tests benchmarks
 	$(MAKE) test-sglang
+
+test-pure: setup
+	$(PY) -m pytest
 
 # The suite on the compiled copy (tests/test_build.py checks the compiled modules are extensions).
 test-compiled: setup

@@ -1,9 +1,10 @@
 """Mean cost of the cache's hot operations at tree depths 8 and 64, each beside a same-run baseline.
 
 Run: `.venv/bin/python benchmarks/bench_cache.py [--iters N] [--repeats R] [--json PATH]`.
-`--builds pure,compiled` runs it once per build, each in its own process (the
-checkout, then the mypyc copy in build/compiled that `make setup` builds), and
-prints the compiled/pure speedup of every figure.
+`--builds pure,compiled [--rounds R]` runs it once per build and round, each
+in its own process (the checkout, then the mypyc copy in build/compiled that
+`make setup` builds; builds alternate round by round), and prints the median
+of each figure per build and the pure/compiled speed-up.
 
 Every operation runs on a path of `depth` nodes (16 tokens each, page size 1,
 Full-only, immediate engine without byte copies, so bookkeeping is what is
@@ -371,9 +372,20 @@ def run_build(build: str, argv: list[str]) -> _Run:
     return data
 
 
-def compare_builds(builds: list[str], argv: list[str]) -> None:
-    """Each build's figures side by side, with each build's ratio to the first."""
-    runs = [run_build(b, argv) for b in builds]
+def _median_run(runs: list[_Run]) -> _Run:
+    """Per figure, the median over alternating rounds of one build."""
+    first = runs[0]
+    results: list[_Row] = [
+        {**row, "ns": statistics.median(r["results"][i]["ns"] for r in runs)} for i, row in enumerate(first["results"])
+    ]
+    memory = {k: statistics.median(r["memory"][k] for r in runs) for k in first["memory"]}
+    return {"results": results, "memory": memory, "allocator_file": first["allocator_file"]}
+
+
+def compare_builds(builds: list[str], argv: list[str], rounds: int) -> None:
+    """Each build's figures side by side, with each build's ratio to the first (builds alternate, round by round)."""
+    rounds_run = [[run_build(b, argv) for b in builds] for _ in range(max(1, rounds))]
+    runs = [_median_run([r[i] for r in rounds_run]) for i in range(len(builds))]
     table = Table(title="unicache core per build: mean ns per op (ratio: first build / this build)")
     table.add_column("op")
     table.add_column("depth", justify="right")
@@ -399,9 +411,11 @@ def main() -> None:
     ap.add_argument("--json", type=str, default=None)
     ap.add_argument("--builds", type=str, default=None,
                     help="comma-separated builds to compare, each in its own process: pure,compiled")
+    ap.add_argument("--rounds", type=int, default=1, help="with --builds: alternating rounds (medians reported)")
     args = ap.parse_args()
     if args.builds:
-        compare_builds(args.builds.split(","), ["--iters", str(args.iters), "--repeats", str(args.repeats)])
+        compare_builds(args.builds.split(","), ["--iters", str(args.iters), "--repeats", str(args.repeats)],
+                       args.rounds)
         return
     benches: list[tuple[str, Callable[[int, int, int], tuple[float, float]]]] = [
         ("match", bench_match),
