@@ -10,8 +10,8 @@ the checkout. The checkout itself stays pure Python.
 Without a working C compiler (checked first, honouring `CC`), the copy is not
 built and `build/compiled/BUILD` says `pure`; `make test` then runs the
 pure suite only. Every run syncs the copy; the compile reruns only when
-its inputs changed (`BUILD_KEY`: the core sources, the build config and
-mypy's version). A build that fails with a working compiler is an error.
+its inputs changed (`BUILD_KEY`: the core sources, the compiled list, setup.py, mypy.ini,
+this script and mypy's version). A build that fails with a working compiler is an error.
 """
 
 from __future__ import annotations
@@ -108,8 +108,10 @@ def build_key() -> str:
 
     import mypy.version
 
-    h = hashlib.sha256(mypy.version.__version__.encode())
-    for name in ("pyproject.toml", "setup.py", "mypy.ini", "tools/compiled_build.py"):
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        modules = tomllib.load(f)["tool"]["unicache"]["compiled"]["modules"]
+    h = hashlib.sha256(mypy.version.__version__.encode() + repr(modules).encode())
+    for name in ("setup.py", "mypy.ini", "tools/compiled_build.py"):
         h.update((ROOT / name).read_bytes())
     for rel in sorted(p for p in project_files() if p.suffix == ".py" and p.parts[0] in INPUT_PACKAGES):
         if not str(rel).startswith(NOT_INPUTS):
