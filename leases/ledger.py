@@ -472,7 +472,7 @@ def _label(holder: object) -> object:
     return ident if type(ident) is int else holder
 
 
-_OWN_FRAMES = 2 if __file__.endswith(".py") else 0
+_OWN_FRAMES = 0 if __file__.endswith((".so", ".pyd")) else 2
 """Frames of `_site` and `acquire` below the caller's: none when mypyc compiled this module."""
 
 
