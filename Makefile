@@ -1,41 +1,59 @@
 # Each target sets itself up on first use: a venv in .venv, torch==2.13.0 if
 # torch is not importable there (a CPU build; a bare `torch` pulls CUDA), then
-# the project in editable mode with its dev extra.
+# the project in editable mode with its dev extra; then the compiled copy in
+# build/compiled (mypyc, when a C compiler works; cached: rebuilt only when
+# the core sources change; see tools/compiled_build.py).
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+COMPILED := build/compiled
 
-.PHONY: test lint run setup bench peer setup-sglang test-sglang bench-sglang
+.PHONY: test test-pure test-compiled lint run setup bench bench-scale peer setup-sglang test-sglang bench-sglang
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 setup: $(STAMP)
+	$(PY) tools/compiled_build.py $(COMPILED)
 
-test: $(STAMP) lint
-	$(PY) -m pytest
+# The suite runs twice, side by side (two jobs): on the pure-Python checkout and on the compiled copy.
+test: setup lint
+	$(MAKE) -j2 --output-sync=target --no-print-directory test-pure test-compiled
 	$(VENV)/bin/leasecheck --strict leases unicache tests benchmarks
 	$(MAKE) test-sglang
 
+test-pure: setup
+	$(PY) -m pytest
+
+# The suite on the compiled copy (tests/test_build.py checks the compiled modules are extensions).
+test-compiled: setup
+	@if grep -qx compiled $(COMPILED)/BUILD; then \
+		cd $(COMPILED) && UNICACHE_BUILD=compiled PYTHONPATH="$$PWD" $(abspath $(PY)) -m pytest; \
+	else echo "test-compiled: no compiled build (no working C compiler): the compiled run is skipped"; fi
+
 # Fast checks first: the import contracts of pyproject.toml (layers, no cycles) and ruff.
-lint: $(STAMP)
+lint: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 
-run: $(STAMP)
+run: setup
 	$(VENV)/bin/unicache replay
 
-bench: $(STAMP)
+bench: setup
 	$(PY) benchmarks/bench_leases.py
 	$(PY) benchmarks/bench_cache.py
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_leasecheck.py
 
+# Per-op cost and bytes per node as the tree grows (table + PNG in out/).
+bench-scale: setup
+	$(PY) benchmarks/bench_scale.py
+
 # Side by side with SGLang's own cache (needs its CPU harness; sets up its venv when missing).
-peer: $(STAMP)
+peer: setup
 	$(PY) benchmarks/peer_sglang.py --harness ../shared/bench/sglang_harness.py
 
 # SGLang integration: its own venv with sglang==0.5.23 (no-deps) and the CPU

@@ -1,6 +1,10 @@
 """Mean cost of the cache's hot operations at tree depths 8 and 64, each beside a same-run baseline.
 
 Run: `.venv/bin/python benchmarks/bench_cache.py [--iters N] [--repeats R] [--json PATH]`.
+`--builds pure,compiled [--rounds R]` runs it once per build and round, each
+in its own process (the checkout, then the mypyc copy in build/compiled that
+`make setup` builds; builds alternate round by round), and prints the median
+of each figure per build and the pure/compiled speed-up.
 
 Every operation runs on a path of `depth` nodes (16 tokens each, page size 1,
 Full-only, immediate engine without byte copies, so bookkeeping is what is
@@ -26,11 +30,17 @@ import argparse
 import gc
 import heapq
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from array import array
 from collections.abc import Callable
+from pathlib import Path
+from typing import TypedDict, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -324,12 +334,89 @@ def bench_alloc(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     return _time(ours, iters, repeats), _time(base, iters, repeats)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+COMPILED = ROOT / "build" / "compiled"
+
+
+class _Row(TypedDict):
+    op: str
+    depth: int
+    ns: float
+    baseline_ns: float
+
+
+class _Run(TypedDict):
+    results: list[_Row]
+    memory: dict[str, float]
+    allocator_file: str
+
+
+def run_build(build: str, argv: list[str]) -> _Run:
+    """This benchmark's JSON results in a fresh process on one build ("pure" or "compiled")."""
+    cwd, env = ROOT, dict(os.environ)
+    if build == "compiled":
+        marker = COMPILED / "BUILD"
+        if not marker.exists() or marker.read_text().strip() != "compiled":
+            raise SystemExit(f"no compiled build in {COMPILED}: run `make setup` with a C compiler")
+        cwd, env["PYTHONPATH"] = COMPILED, str(COMPILED)
+    elif build != "pure":
+        raise SystemExit(f"unknown build {build!r}: pure or compiled")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp, "r.json")
+        cmd = [sys.executable, str(cwd / "benchmarks" / "bench_cache.py"), *argv, "--json", str(out)]
+        subprocess.run(cmd, cwd=cwd, env=env, check=True)
+        data = cast(_Run, json.loads(out.read_text()))
+    loaded = data["allocator_file"]
+    if loaded.endswith((".so", ".pyd")) != (build == "compiled"):
+        raise SystemExit(f"the {build} run loaded unicache.pools.allocator from {loaded}")
+    return data
+
+
+def _median_run(runs: list[_Run]) -> _Run:
+    """Per figure, the median over alternating rounds of one build."""
+    first = runs[0]
+    results: list[_Row] = [
+        {**row, "ns": statistics.median(r["results"][i]["ns"] for r in runs)} for i, row in enumerate(first["results"])
+    ]
+    memory = {k: statistics.median(r["memory"][k] for r in runs) for k in first["memory"]}
+    return {"results": results, "memory": memory, "allocator_file": first["allocator_file"]}
+
+
+def compare_builds(builds: list[str], argv: list[str], rounds: int) -> None:
+    """Each build's figures side by side, with each build's ratio to the first (builds alternate, round by round)."""
+    rounds_run = [[run_build(b, argv) for b in builds] for _ in range(max(1, rounds))]
+    runs = [_median_run([r[i] for r in rounds_run]) for i in range(len(builds))]
+    table = Table(title="unicache core per build: mean ns per op (ratio: first build / this build)")
+    table.add_column("op")
+    table.add_column("depth", justify="right")
+    for b in builds:
+        table.add_column(f"{b} ns", justify="right")
+    for b in builds[1:]:
+        table.add_column(f"{builds[0]}/{b}", justify="right")
+    for cells in zip(*(r["results"] for r in runs)):
+        ns = [c["ns"] for c in cells]
+        table.add_row(str(cells[0]["op"]), str(cells[0]["depth"]), *[f"{x:,.0f}" for x in ns],
+                      *[f"{ns[0] / x:.2f}x" for x in ns[1:]])
+    mems = [r["memory"] for r in runs]
+    for key in ("node", "lock_with_new_pinset"):
+        vals = [m[key] for m in mems]
+        table.add_row(f"bytes/{key}", "-", *[f"{v:,.0f}" for v in vals], *[f"{vals[0] / v:.2f}x" for v in vals[1:]])
+    Console().print(table)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", type=str, default=None)
+    ap.add_argument("--builds", type=str, default=None,
+                    help="comma-separated builds to compare, each in its own process: pure,compiled")
+    ap.add_argument("--rounds", type=int, default=1, help="with --builds: alternating rounds (medians reported)")
     args = ap.parse_args()
+    if args.builds:
+        compare_builds(args.builds.split(","), ["--iters", str(args.iters), "--repeats", str(args.repeats)],
+                       args.rounds)
+        return
     benches: list[tuple[str, Callable[[int, int, int], tuple[float, float]]]] = [
         ("match", bench_match),
         ("insert", bench_insert),
@@ -354,7 +441,8 @@ def main() -> None:
     Console().print(table)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"results": results, "memory": mem}, f, indent=2)
+            json.dump({"results": results, "memory": mem,
+                       "allocator_file": sys.modules[SlotAllocator.__module__].__file__}, f, indent=2)
 
 
 if __name__ == "__main__":

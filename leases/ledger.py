@@ -8,7 +8,7 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from leases.borrow import Borrowed
 from leases.errors import (
@@ -80,9 +80,9 @@ class LeaseLedger:
     event ring (0 turns it off: the cheapest setting).
     """
 
-    EVENT_ACQUIRE = EventKind.ACQUIRE
-    EVENT_RELEASE = EventKind.RELEASE
-    EVENT_STALE = EventKind.STALE
+    EVENT_ACQUIRE: ClassVar[EventKind] = EventKind.ACQUIRE
+    EVENT_RELEASE: ClassVar[EventKind] = EventKind.RELEASE
+    EVENT_STALE: ClassVar[EventKind] = EventKind.STALE
 
     def __init__(
         self, name: str, *, strict: bool = False, debug: bool = False, history: int = 1024
@@ -477,7 +477,11 @@ def _label(holder: object) -> object:
     return ident if type(ident) is int else holder
 
 
+_OWN_FRAMES = 0 if __file__.endswith((".so", ".pyd")) else 2
+"""Frames of `_site` and `acquire` below the caller's: none when mypyc compiled this module."""
+
+
 def _site(stacklevel: int) -> str:
-    frame = sys._getframe(stacklevel + 1)
+    frame = sys._getframe(stacklevel - 1 + _OWN_FRAMES)
     code = frame.f_code
     return f"{code.co_filename}:{frame.f_lineno}:{code.co_name}"

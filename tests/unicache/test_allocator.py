@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Callable, Sequence
+
 import pytest
 
 from unicache import DoubleFreeError, InvalidSlotError
 from unicache.pools.allocator import SlotAllocator
+
+
+def _array(slots: list[int]) -> Sequence[int]:
+    return array("i", slots)
 
 
 @pytest.mark.parametrize("compact", [False, True])
@@ -73,17 +80,20 @@ def test_quarantine_defers_until_released(compact: bool) -> None:
         ([0, 1, 17], InvalidSlotError),  # past the guard half
         ([0, 1, -1], InvalidSlotError),  # negative ids would wrap: rejected too
         ([0, -20], InvalidSlotError),
+        ([5, 0, 1], DoubleFreeError),  # the first slot is free: nothing was cleared
     ],
 )
 @pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("container", [list, tuple, _array])
 def test_a_rejected_free_leaves_the_state_unchanged(
-    bad: list[int], error: type[Exception], compact: bool
+    bad: list[int], error: type[Exception], compact: bool, container: Callable[[list[int]], Sequence[int]]
 ) -> None:
     a = SlotAllocator("p", 8, compact=compact)
     assert a.alloc(4) == [0, 1, 2, 3]
     with pytest.raises(error):
-        a.free(bad)
+        a.free(container(bad))
     assert a.used_count == 4 and not any(a.is_free(x) for x in range(4))
+    assert all(a.is_free(x) for x in range(4, 8))
     a.free([3, 1])
     assert a.alloc(2) == [1, 3] and a.free_count == 4
     a.free([0, 1, 2, 3])
@@ -116,3 +126,18 @@ def test_lent_slots_are_marked_in_place_adopted_or_freed_all_or_nothing() -> Non
     assert a.free_lent([1, 2]) and a.lent() == [0] and a.free_count == 6
     a.free([0, 3])
     assert a.free_count == 8 and a.lent() == []
+
+
+@pytest.mark.parametrize("container", [list, tuple, _array])
+@pytest.mark.parametrize("bad", [[0, 1, 0], [0, 1, 3], [0, 1, 99], [0, 1, -1], [0, -99], [3, 0, 1]])
+def test_a_rejected_adopt_or_free_lent_changes_nothing(
+    container: Callable[[list[int]], Sequence[int]], bad: list[int]
+) -> None:
+    a = SlotAllocator("t", 8)
+    assert a.alloc_lent(3) == [0, 1, 2] and a.alloc(1) == [3]
+    assert not a.adopt(container(bad))
+    assert a.lent() == [0, 1, 2] and a.used_count == 4
+    assert not a.free_lent(container(bad))
+    assert a.lent() == [0, 1, 2] and a.used_count == 4
+    assert a.adopt(container([2, 0])) and a.lent() == [1]
+    assert a.free_lent(container([1])) and a.lent() == [] and a.free_count == 5

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from leases import PinSet
 
@@ -32,7 +32,7 @@ class ComponentStore(abc.ABC):
 
     __slots__ = ("device", "host", "lru_device", "lru_host")
 
-    marker: type
+    marker: ClassVar[type]
     """The component marker class (`Full`, `SWA`, `Mamba`) typing its leases and pin sets."""
     index: int
     """Its place in eviction priority (0 highest); also picks its heap bits."""

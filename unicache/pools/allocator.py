@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import length_hint
 
 from unicache.errors import DoubleFreeError, InvalidSlotError
+
+
+def _iter(slots: Sequence[int]) -> Iterator[int]:
+    """An iterator over `slots` whose `length_hint` is exact (an array's iterator has none)."""
+    return iter(slots if type(slots) is list or type(slots) is tuple else list(slots))
 
 
 class SlotAllocator:
@@ -20,7 +25,10 @@ class SlotAllocator:
     keep many slots (host pools). `_used` is twice the capacity with an upper half that stays
     0: an id out of range (negative ones wrap into that half) reads as "not
     allocated" at no extra cost. `free` checks every slot (in range,
-    allocated, listed once); a bad call changes nothing.
+    allocated, listed once); a bad call changes nothing. Every check loop is
+    one byte test per slot: a negative id needs no test of its own (it reads
+    the zero upper half), and a failing pass finds how far it got from its
+    iterator's `length_hint` instead of counting.
 
     Lent slots: `alloc_lent` marks the slots it hands out as lent to a request
     (byte 2 instead of 1, in the same pass); `adopt` turns lent slots into
@@ -93,18 +101,17 @@ class SlotAllocator:
         """Lent slots become plain used ones (donated to the cache); False, changing nothing, if
         any slot is not lent or is listed twice."""
         used = self._used
-        done = 0
+        it = _iter(slots)
         try:
-            for x in slots:
-                if used[x] != 2 or x < 0:
+            for x in it:
+                if used[x] != 2:
                     break
                 used[x] = 1
-                done += 1
             else:
                 return True
         except IndexError:
             pass
-        for x in slots[:done]:
+        for x in slots[: len(slots) - 1 - length_hint(it)]:
             used[x] = 2
         return False
 
@@ -120,17 +127,19 @@ class SlotAllocator:
         if not slots:
             return True
         used = self._used
-        done = 0
+        it = _iter(slots)
+        done = -1
         try:
-            for x in slots:
-                if used[x] != 2 or x < 0:
+            for x in it:
+                if used[x] != 2:
                     break
                 used[x] = 0
-                done += 1
+            else:
+                done = len(slots)
         except IndexError:
             pass
         if done < len(slots):
-            for x in slots[:done]:
+            for x in slots[: len(slots) - 1 - length_hint(it)]:
                 used[x] = 2
             return False
         if self._quarantine and any(x in self._quarantine for x in slots):
@@ -180,7 +189,7 @@ class SlotAllocator:
             self._free_quarantined(slots)
             return
         used = self._used
-        it = iter(slots)
+        it = _iter(slots)
         try:
             for x in it:
                 if not used[x]:
