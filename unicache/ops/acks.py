@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.errors import UnknownTicketError
+from unicache import guards
 from unicache.reasons import Reason, ReasonKind
 from unicache.results import Completion, TicketStatus
 from unicache.tickets import BackupTicket, LoadBack
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 def poll(cache: UniCache) -> list[Completion]:
     """Collect the engine's acks (and any posted to `inbox`) and settle their tickets."""
+    guards.owner_thread(cache, "poll")
     out: list[Completion] = []
     for ack in cache.engine.poll():
         cache._on_ack(ack, out)
@@ -34,6 +36,7 @@ def deliver(cache: UniCache, ack: Ack) -> Completion | None:
     Returns the completion of the ticket the ack names (the load-backs that
     joined its copy settle with it; `poll` lists those too).
     """
+    guards.owner_thread(cache, "deliver")
     out: list[Completion] = []
     cache._on_ack(ack, out)
     return out[0] if out else None

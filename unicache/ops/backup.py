@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache import guards
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, HostSegment, segment_parts
@@ -22,6 +23,7 @@ def backup(cache: UniCache, node: Node) -> int | None:
     Returns the backup ticket id, or None when there is nothing to back up
     (already backed, already in flight) or no host room.
     """
+    guards.owner_thread(cache, "backup")
     cache._check_node(node)
     if node.parent is None or node.dev_full is None:
         return None

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.components.full import is_device_leaf
+from unicache import guards
 from unicache.markers import FULL, MAMBA, SWA_IDX
 from unicache.reasons import Reason, ReasonKind
 from unicache.tree.node import Node
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 def evict_device(cache: UniCache, component: type, n: int) -> int:
     """Free at least `n` device pages (Full/SWA) or slots (Mamba) if unpinned data allows."""
+    n = guards.count(cache, "evict_device", n)
     return cache._evict_dev(cache._cidx(component), n)
 
 

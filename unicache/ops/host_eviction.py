@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from unicache.markers import FULL
+from unicache import guards
 from unicache.tree.node import Node
 
 if TYPE_CHECKING:
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
 
 def evict_host(cache: UniCache, component: type, n: int) -> int:
     """Free at least `n` host pages/slots of `component` if unpinned data allows."""
+    n = guards.count(cache, "evict_host", n)
     return cache._evict_host(cache._cidx(component), n)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from unicache.markers import FULL, MAMBA, SWA_IDX, Mamba
+from unicache import guards
 from unicache.errors import InvalidArgumentError, InvalidSlotError
 from unicache.pools.allocator import SlotAllocator
 from unicache.reasons import Reason, ReasonKind
@@ -34,6 +35,7 @@ def insert(cache: UniCache,
     request's locked prefix); `full_slots`/`swa_slots` are the request's
     pages for `tokens[start:]`. See docs/cache.md for the Mamba modes.
     """
+    guards.owner_thread(cache, "insert")
     tb = encode_tokens(tokens)
     ps = cache._ps
     n = len(tb) // TOKEN_BYTES

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from leases import Borrowed
 
 from unicache.components.full import evicted_chain
+from unicache import guards
 from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
 from unicache.components.swa import window_nodes
 from unicache.owners import LeaseOwner, OwnerKind
@@ -31,6 +32,7 @@ def load_back(cache: UniCache, anchor: Node) -> LoadBackTicket | None:
     notes its `Reason` (root, nothing to move, missing state, no device
     room) on `cache.reasons`.
     """
+    guards.owner_thread(cache, "load_back")
     cache._check_node(anchor)
     c = cache.counters
     if anchor.parent is None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from leases import Held, Lease
 
 from unicache.components.full import deepest_device
+from unicache import guards
 from unicache.markers import SWA, Full, Mamba
 from unicache.components.swa import window_nodes
 from unicache.owners import LeaseOwner, OwnerKind
@@ -25,6 +26,7 @@ def lock(cache: UniCache, node: Node) -> LockReceipt:
     A path with nothing on device gives a 0-token receipt and notes a
     `HOST_ONLY` (or `ROOT`) reason on `cache.reasons`.
     """
+    guards.owner_thread(cache, "lock")
     cache._check_node(node)
     end = deepest_device(node)
     rid = next(cache._receipt_ids)
@@ -50,4 +52,5 @@ def lock(cache: UniCache, node: Node) -> LockReceipt:
 
 def unlock(cache: UniCache, receipt: LockReceipt) -> None:
     """Release exactly what `lock` took; a second unlock raises `DoubleReleaseError`."""
+    guards.owner_thread(cache, "unlock")
     receipt.release(ledger=cache.ledger, cache=cache.config.ledger_name)

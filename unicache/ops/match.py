@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from unicache.components.swa import window_nodes
+from unicache import guards
 from unicache.results import MatchResult
 from unicache.tree.node import TOKEN_BYTES, encode_tokens
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 
 def match_prefix(cache: UniCache, tokens: Sequence[int]) -> MatchResult:
     """Longest cached prefix of `tokens` (whole pages), on device and after a load-back."""
+    guards.owner_thread(cache, "match_prefix")
     tb = encode_tokens(tokens)
     n = len(tb) // TOKEN_BYTES
     n -= n % cache._ps

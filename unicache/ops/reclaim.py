@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from leases import EventKind
 
 from unicache.components.full import is_device_leaf
+from unicache import guards
 from unicache.reasons import Reason, ReasonKind
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ def reclaim_host_duplicates(cache: UniCache, n: int) -> int:
     not. Aux host copies are kept (they may be the only copy). A first
     pass spares device leaves (about to be demoted, needing the copy).
     """
+    n = guards.count(cache, "reclaim_host_duplicates", n)
     freed = 0
     dups = cache._dups
     fh = cache._fh

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from unicache.markers import FULL, MAMBA, Component, Full
+from unicache import guards
 from unicache.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
 from unicache.reasons import Reason, no_room
 from unicache.transfer.base import Tier
@@ -27,12 +28,13 @@ def alloc_device(cache: UniCache, component: type, n: int) -> list[int] | None:
     a `NO_DEVICE_ROOM` reason. The slots belong to the caller until it donates them to `insert` or
     hands them back with `free_device`.
     """
+    n = guards.count(cache, "alloc_device", n)
     i = cache._cidx(component)
-    if n < 0:
-        raise InvalidArgumentError(f"alloc_device({component.__name__}, {n}): n must be >= 0")
     alloc = cache._stores[i].device
     got = alloc.alloc_lent(n)
-    if got is None:
+    if got is None and n > alloc.capacity:
+        _refused(cache, i, n, alloc.free_count)
+    elif got is None:
         cache._evict_dev(i, n - alloc.free_count)
         got = alloc.alloc_lent(n)
         if got is None:
@@ -60,6 +62,7 @@ def no_room_reason(cache: UniCache, op: str, i: int, needed: int, nodes: tuple[i
 
 def free_device(cache: UniCache, component: type, slots: Sequence[int]) -> None:
     """Hand request-owned device slots back (from `alloc_device`, not donated)."""
+    guards.owner_thread(cache, "free_device")
     i = cache._cidx(component)
     alloc = cache._stores[i].device
     s = list(slots)
@@ -82,6 +85,7 @@ def write_slots(
     tier: Tier = Tier.DEVICE,
 ) -> None:
     """Store rows into a pool (tests and the engine's reference model)."""
+    guards.owner_thread(cache, "write_slots")
     cache._cidx(component)
     cache.pools.write(component, tier, slots, data)
 
