@@ -120,13 +120,25 @@ class DataOracle:
         self._compare(found, expected.unsqueeze(0), request=request, component="mamba", tier="device",
                       node_id=None, first_position=position, where=where)
 
-    def verify_tree(self) -> int:
-        """Check every published slot of every node on both tiers; returns the nodes checked.
+    def verify_tree(self, only: list[Node] | None = None) -> int:
+        """Check every published slot of every node (or of just ``only``) on both tiers; returns the nodes checked.
 
         Vectorised: one pass computes the prefix hash of every token of every
-        node, then each (component, tier) is read and compared in one go.
+        node (with ``only``: of those nodes and their ancestors), then each
+        (component, tier) is read and compared in one go.
         """
-        nodes = [x for x in self.cache.nodes() if x.parent is not None]
+        if only is None:
+            nodes = [x for x in self.cache.nodes() if x.parent is not None]
+            wanted: set[int] | None = None
+        else:
+            wanted = {x.id for x in only}
+            found_nodes: dict[int, Node] = {}
+            for x in only:
+                y: Node | None = x
+                while y is not None and y.parent is not None and y.id not in found_nodes:
+                    found_nodes[y.id] = y
+                    y = y.parent
+            nodes = sorted(found_nodes.values(), key=lambda n: n.start)
         if not nodes:
             return 0
         model = self.model
@@ -158,7 +170,8 @@ class DataOracle:
         ):
             if component not in self.cache.config.components:
                 continue
-            chosen = [i for i, x in enumerate(nodes) if getattr(x, attr) is not None]
+            chosen = [i for i, x in enumerate(nodes)
+                      if getattr(x, attr) is not None and (wanted is None or x.id in wanted)]
             if not chosen:
                 continue
             pages: list[int] = []
@@ -177,7 +190,8 @@ class DataOracle:
                                       where=f"tokens {x.start}..{x.end}")
         if self.mamba:
             for tier, attr in ((Tier.DEVICE, "dev_mamba"), (Tier.HOST, "host_mamba")):
-                chosen = [i for i, x in enumerate(nodes) if getattr(x, attr) is not None]
+                chosen = [i for i, x in enumerate(nodes)
+                          if getattr(x, attr) is not None and (wanted is None or x.id in wanted)]
                 if not chosen:
                     continue
                 slots = [int(getattr(nodes[i], attr)) for i in chosen]
@@ -190,4 +204,4 @@ class DataOracle:
                     raise CorruptionError(request=None, component="mamba", tier=tier.value, node_id=x.id,
                                           position=x.end, expected=expected[bad].tolist(),
                                           found=found[bad].tolist(), where=f"state after {x.end} tokens")
-        return len(nodes)
+        return len(nodes) if wanted is None else len(wanted)

@@ -123,8 +123,8 @@ def _settled_nodes(cache: UniCache, tid: int) -> tuple[int, ...]:
 
     Only duplicate and stale acks look here: the ticket left the table when it settled.
     """
-    for e in reversed(cache.ledger.events()):
-        if e.ticket == tid and e.kind in _SETTLING and e.nodes:
+    for e in cache.ledger.ticket_events(tid):
+        if e.kind in _SETTLING and e.nodes:
             return tuple(n for n in e.nodes if isinstance(n, int))
     return ()
 
