@@ -147,8 +147,9 @@ def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
 
 def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
     g = p.add_argument_group("transfers")
-    g.add_argument("--transfer", choices=("auto", "immediate", "simulated", "cuda"), default="auto",
-                   help="transfer engine (auto: cuda when a GPU is present, else simulated)")
+    g.add_argument("--transfer", choices=("auto", "immediate", "simulated", "threaded", "cuda"), default="auto",
+                   help="transfer engine (auto: cuda when a GPU is present, else simulated; threaded: copies on "
+                        "worker threads that post acks to the cache's inbox)")
     g.add_argument("--faults", type=_csv, default=_csv(faults), metavar="LIST",
                    help=f"simulated faults: comma list of delay, reorder, duplicate, fail, or none "
                         f"(default {faults})")
