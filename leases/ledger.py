@@ -453,6 +453,20 @@ class LeaseLedger:
             in records
         ]
 
+    def ticket_events(self, ticket: int) -> list[LeaseEvent]:
+        """The ring's events that name `ticket`, newest first (filtered before they are built)."""
+        log = self._log
+        if log is None:
+            return []
+        return [
+            LeaseEvent(seq, step, kind, lease_id,
+                       component if component is None or isinstance(component, str)
+                       else component.__name__,
+                       owner, generation, _holders(nodes), tid, detail)
+            for (seq, step, kind, lease_id, component, owner, generation, nodes, tid, detail)
+            in [r for r in reversed(log) if r[8] == ticket]
+        ]
+
     def counters(self) -> dict[str, int]:
         """Every counter, by name."""
         return {

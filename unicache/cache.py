@@ -158,8 +158,10 @@ class UniCache:
     def _check_count(self, op: str, component: type, n: int) -> int:
         """The index of enabled `component`; `n` must be an int >= 0."""
         i = self.components.index(component)
-        if not isinstance(n, int) or n < 0:
-            raise InvalidArgumentError(f"{op}({component.__name__}, {n!r}): n must be an int >= 0")
+        if type(n) is not int or n < 0:
+            raise InvalidArgumentError(
+                f"{op}({component.__name__}, {n!r}): n must be an int >= 0, not {type(n).__name__}"
+            )
         return i
 
     def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
@@ -316,7 +318,7 @@ class UniCache:
     def reclaim_host_duplicates(self, n: int) -> int:
         """Free up to `n`+ Full host pages whose data is also on device (see `DuplicateReclaimer`)."""
         self.ledger.check_thread("reclaim_host_duplicates")
-        if not isinstance(n, int) or n < 0:
+        if type(n) is not int or n < 0:
             raise InvalidArgumentError(f"reclaim_host_duplicates({n!r}): n must be an int >= 0")
         return self._reclaimer.reclaim(n)
 
@@ -354,6 +356,11 @@ class UniCache:
     @property
     def node_count(self) -> int:
         return self._tree.size
+
+    @property
+    def clock(self) -> int:
+        """The access clock the eviction order is kept by (it goes on across resets)."""
+        return self._tree.clock
 
     def live_tickets(self) -> list[Ticket]:
         """Tickets of the current epoch waiting for their ack, oldest first.

@@ -147,8 +147,9 @@ def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
 
 def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
     g = p.add_argument_group("transfers")
-    g.add_argument("--transfer", choices=("auto", "immediate", "simulated", "cuda"), default="auto",
-                   help="transfer engine (auto: cuda when a GPU is present, else simulated)")
+    g.add_argument("--transfer", choices=("auto", "immediate", "simulated", "threaded", "cuda"), default="auto",
+                   help="transfer engine (auto: cuda when a GPU is present, else simulated; threaded: copies on "
+                        "worker threads that post acks to the cache's inbox)")
     g.add_argument("--faults", type=_csv, default=_csv(faults), metavar="LIST",
                    help=f"simulated faults: comma list of delay, reorder, duplicate, fail, or none "
                         f"(default {faults})")
@@ -243,6 +244,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="replay only these requests of the seed's workload (what shrinking prints)")
     sp.add_argument("--crash-dir", type=Path, default=Path("unicache-crash"), metavar="DIR",
                     help="where crash dumps and shrunk scripts go")
+    sp.add_argument("--full-check-every", type=int, default=16, metavar="K",
+                    help="full sanity check and whole-tree oracle every K steps and at the end; the steps "
+                         "between check only what they touched (default 16; 1: full after every step)")
     sp.add_argument("--no-shrink", action="store_true", help="do not shrink a failing seed")
     sp.add_argument("--inject", default=None, help=argparse.SUPPRESS)
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")

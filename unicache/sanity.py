@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from leases import PinSet
 
@@ -178,11 +179,14 @@ def _check_structure(cache: CacheView, nodes: list[Node], ps: int, r: SanityRepo
 
 
 def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
-    owned: dict[tuple[type, Tier], list[int]] = {}
+    owned: dict[tuple[type, Tier], array[int]] = {}
 
     def own(comp: type, tier: Tier, slots: Sequence[int] | None) -> None:
         if slots:
-            owned.setdefault((comp, tier), []).extend(slots)
+            got = owned.get((comp, tier))
+            if got is None:
+                got = owned[(comp, tier)] = array("q")
+            got.extend(slots.tolist() if isinstance(slots, array) and slots.typecode != "q" else slots)
 
     for x in nodes:
         if x.parent is None:
@@ -201,9 +205,8 @@ def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
         for tier in (Tier.DEVICE, Tier.HOST):
             pool = cache.pools.pool(comp, tier)
             a = pool.alloc
-            mine = owned.get((comp, tier), [])
-            counts = Counter(mine)
-            dup = sorted(s for s, k in counts.items() if k > 1)
+            counts = _Owned(owned.get((comp, tier), array("q")), a.capacity)
+            dup = counts.twice
             if dup:
                 r.add("pool", f"{pool.name}: slots {dup[:16]} owned twice", component=comp.__name__)
             free_owned = sorted(s for s in counts if a.is_free(s))
@@ -214,7 +217,7 @@ def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
                     component=comp.__name__,
                 )
             deferred = a.deferred()
-            both = deferred & set(counts)
+            both = {s for s in deferred if s in counts}
             if both:
                 r.add(
                     "pool",
@@ -249,6 +252,46 @@ def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
                     f"{pool.name}: quarantine {pool.alloc.quarantined()} != pending stale acks {want}",
                     component=comp.__name__,
                 )
+
+
+class _Owned:
+    """The distinct slots in ``slots`` and those listed more than once, one byte per pool slot."""
+
+    __slots__ = ("_seen", "_outside", "twice", "_n")
+
+    def __init__(self, slots: array[int], capacity: int) -> None:
+        seen = bytearray(capacity)
+        outside: dict[int, int] = {}
+        twice: set[int] = set()
+        for slot in slots:
+            if 0 <= slot < capacity:
+                if seen[slot]:
+                    twice.add(slot)
+                seen[slot] = 1
+            else:
+                if slot in outside:
+                    twice.add(slot)
+                outside[slot] = 1
+        self._seen = seen
+        self._outside = outside
+        self.twice = sorted(twice)
+        self._n = seen.count(1) + len(outside)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[int]:
+        seen = self._seen
+        start = seen.find(1)
+        while start >= 0:
+            yield start
+            start = seen.find(1, start + 1)
+        yield from self._outside
+
+    def __contains__(self, slot: object) -> bool:
+        if isinstance(slot, int) and 0 <= slot < len(self._seen):
+            return bool(self._seen[slot])
+        return slot in self._outside
 
 
 def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:

@@ -36,7 +36,9 @@ def test_seeds_pass_with_checks_after_every_step(four_seeds: list[SimResult], se
     assert result.stats["leaked"] == 0
     sched = result.sched
     assert sched is not None and sched.stats.steps > 10
-    assert sched.stats.sanity_checks >= sched.stats.steps and sched.stats.tree_checks >= sched.stats.steps
+    full, step = sched.stats.sanity_checks, sched.stats.step_checks
+    assert full >= sched.stats.steps // 16 and full + step >= sched.stats.steps
+    assert sched.stats.tree_checks + step >= sched.stats.steps
     assert sched.cache.ledger.live() == []
 
 

@@ -74,6 +74,16 @@ def test_live_registry_and_lookup(ledger: LeaseLedger) -> None:
     b.release()
 
 
+def test_ticket_events_are_the_events_naming_a_ticket_newest_first() -> None:
+    led = LeaseLedger("tickets", history=8)
+    for i in range(6):
+        led.record(EventKind.ACK, nodes=[i], ticket=i % 2, detail=f"e{i}")
+    picked = led.ticket_events(1)
+    assert [e.detail for e in picked] == ["e5", "e3", "e1"]
+    assert picked == [e for e in reversed(led.events()) if e.ticket == 1]
+    assert led.ticket_events(9) == [] and LeaseLedger("off", history=0).ticket_events(1) == []
+
+
 def test_event_ring_is_bounded_and_sequenced() -> None:
     led = LeaseLedger("ring", history=5)
     pins = PinSet(Full, holder=42)

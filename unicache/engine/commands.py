@@ -166,7 +166,7 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
                                faults=tuple(f for f in args.faults if f != "none"), page_size=args.page_size,
                                write_policy=args.write_policy, inject=args.inject,
                                chaos=tuple(c for c in args.chaos if c != "none"), keep=args.keep,
-                               workload=args.workload)
+                               workload=args.workload, full_check_every=args.full_check_every)
         check_output_dir(args.crash_dir, "--crash-dir")
         if args.report is not None:
             check_output_file(args.report, "--report")

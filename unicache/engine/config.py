@@ -30,6 +30,8 @@ class EngineConfig:
     - ``verify``: compare every reused byte with the reference model;
     - ``check_every``: run the cache sanity check every N steps (0: only at the end);
     - ``tree_check_every``: run the whole-tree data oracle every N steps (0: only at the end);
+    - ``step_checks``: between those, check what each step touched (nodes, leases, pool
+      counts; :mod:`unicache.engine.stepcheck`) and the ownership invariants;
     - ``vocab``: vocabulary size for decoded tokens.
     """
 
@@ -43,6 +45,7 @@ class EngineConfig:
     verify: bool = True
     check_every: int = 0
     tree_check_every: int = 0
+    step_checks: bool = False
     vocab: int = 150_000
 
     def __post_init__(self) -> None:

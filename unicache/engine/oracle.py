@@ -19,6 +19,10 @@ from unicache.transfer.base import Tier
 from unicache.tree.node import Node
 
 
+CHUNK_TOKENS = 1 << 18
+"""Tokens of nodes the whole-tree oracle hashes and compares at a time (bounds its memory)."""
+
+
 def path_to(node: Node) -> list[Node]:
     """Nodes from the root's child down to ``node`` (empty for the root)."""
     out: list[Node] = []
@@ -120,27 +124,56 @@ class DataOracle:
         self._compare(found, expected.unsqueeze(0), request=request, component="mamba", tier="device",
                       node_id=None, first_position=position, where=where)
 
-    def verify_tree(self) -> int:
-        """Check every published slot of every node on both tiers; returns the nodes checked.
+    def verify_tree(self, only: list[Node] | None = None) -> int:
+        """Check every published slot of every node (or of just ``only``) on both tiers; returns the nodes checked.
 
-        Vectorised: one pass computes the prefix hash of every token of every
-        node, then each (component, tier) is read and compared in one go.
+        Vectorised per chunk of about ``CHUNK_TOKENS`` tokens of nodes in
+        pre-order (with ``only``: those nodes and their ancestors, by
+        position): one pass computes the prefix hash of every token of the
+        chunk, continuing each node's parent's hash from the chunks before,
+        then each (component, tier) of the chunk is read and compared in one
+        go. Memory stays bounded by the chunk, not the tree.
         """
-        nodes = [x for x in self.cache.nodes() if x.parent is not None]
-        if not nodes:
-            return 0
+        if only is None:
+            nodes = [x for x in self.cache.nodes() if x.parent is not None]
+            wanted: set[int] | None = None
+        else:
+            wanted = {x.id for x in only}
+            found_nodes: dict[int, Node] = {}
+            for x in only:
+                y: Node | None = x
+                while y is not None and y.parent is not None and y.id not in found_nodes:
+                    found_nodes[y.id] = y
+                    y = y.parent
+            nodes = sorted(found_nodes.values(), key=lambda n: n.start)
+        carry: dict[int, int] = {}
+        chunk: list[Node] = []
+        size = 0
+        for x in nodes:
+            chunk.append(x)
+            size += x.end - x.start
+            if size >= CHUNK_TOKENS:
+                self._verify_chunk(chunk, wanted, carry)
+                chunk = []
+                size = 0
+        if chunk:
+            self._verify_chunk(chunk, wanted, carry)
+        return len(nodes) if wanted is None else len(wanted)
+
+    def _verify_chunk(self, nodes: list[Node], wanted: set[int] | None, carry: dict[int, int]) -> None:
+        """Check ``nodes`` (parents before children); ``carry`` maps node id -> prefix hash at its end."""
         model = self.model
-        index = {x.id: i for i, x in enumerate(nodes)}
-        lengths = [len(x.key) for x in nodes]
+        lengths = [x.end - x.start for x in nodes]
         offsets = [0] * (len(nodes) + 1)
         for i, n in enumerate(lengths):
             offsets[i + 1] = offsets[i] + n
-        tokens = torch.tensor([t for x in nodes for t in x.key], dtype=torch.int64)
+        tokens = torch.frombuffer(bytearray(b"".join(x.kb for x in nodes)), dtype=torch.int64)
         owner = torch.repeat_interleave(torch.arange(len(nodes)), torch.tensor(lengths))
         first = torch.tensor(offsets[:-1], dtype=torch.int64)
         starts = torch.tensor([x.start for x in nodes], dtype=torch.int64)
         positions = torch.arange(tokens.shape[0], dtype=torch.int64) - first[owner] + starts[owner]
         cum = torch.cumsum(model.token_terms(tokens, positions), 0)
+        del positions
         before = torch.cat([torch.zeros(1, dtype=torch.int64), cum])
         node_sum = (before[torch.tensor(offsets[1:])] - before[first]).tolist()
         carry_in = [0] * len(nodes)
@@ -148,17 +181,19 @@ class DataOracle:
         for i, x in enumerate(nodes):
             parent = x.parent
             assert parent is not None
-            j = index.get(parent.id)
-            carry_in[i] = 0 if j is None else carry_out[j]
+            carry_in[i] = carry.get(parent.id, 0)
             carry_out[i] = carry_in[i] + int(node_sum[i])
+            carry[x.id] = carry_out[i]
         values = cum - before[first][owner] + torch.tensor(carry_in, dtype=torch.int64)[owner]
+        del cum, before
         for component, tier, attr, rows in (
             (Full, Tier.DEVICE, "dev_full", model.kv_rows), (Full, Tier.HOST, "host_full", model.kv_rows),
             (SWA, Tier.DEVICE, "dev_swa", model.swa_rows), (SWA, Tier.HOST, "host_swa", model.swa_rows),
         ):
             if component not in self.cache.config.components:
                 continue
-            chosen = [i for i, x in enumerate(nodes) if getattr(x, attr) is not None]
+            chosen = [i for i, x in enumerate(nodes)
+                      if getattr(x, attr) is not None and (wanted is None or x.id in wanted)]
             if not chosen:
                 continue
             pages: list[int] = []
@@ -172,12 +207,14 @@ class DataOracle:
                 tok = int(idx[bad])
                 x = nodes[int(owner[tok])]
                 raise CorruptionError(request=None, component=component.__name__.lower(), tier=tier.value,
-                                      node_id=x.id, position=int(positions[tok]),
+                                      node_id=x.id, position=x.start + tok - offsets[int(owner[tok])],
                                       expected=expected[bad].tolist(), found=found[bad].tolist(),
                                       where=f"tokens {x.start}..{x.end}")
+            del found, expected, idx
         if self.mamba:
             for tier, attr in ((Tier.DEVICE, "dev_mamba"), (Tier.HOST, "host_mamba")):
-                chosen = [i for i, x in enumerate(nodes) if getattr(x, attr) is not None]
+                chosen = [i for i, x in enumerate(nodes)
+                          if getattr(x, attr) is not None and (wanted is None or x.id in wanted)]
                 if not chosen:
                     continue
                 slots = [int(getattr(nodes[i], attr)) for i in chosen]
@@ -190,4 +227,3 @@ class DataOracle:
                     raise CorruptionError(request=None, component="mamba", tier=tier.value, node_id=x.id,
                                           position=x.end, expected=expected[bad].tolist(),
                                           found=found[bad].tolist(), where=f"state after {x.end} tokens")
-        return len(nodes)

@@ -39,7 +39,7 @@ from unicache.engine.reference import ReferenceModel
 from unicache.engine.report import Report
 from unicache.engine.scheduler import Scheduler
 from unicache.engine.timeline import Timeline
-from unicache.engine.transfers import make_transfer, resolve_transfer
+from unicache.engine.transfers import bind_transfer, make_transfer, resolve_transfer
 from unicache.traces.loader import MOONCAKE, TraceSpec, load_trace, trace_format
 from unicache.traces.mooncake import MOONCAKE_BLOCK_TOKENS
 from unicache.traces.request import Trace
@@ -238,6 +238,7 @@ def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True) ->
     config = cache_config(opts, trace)
     engine = make_transfer(opts.transfer, faults=opts.fault_spec(), seed=opts.seed, copy=opts.data)
     cache = UniCache(config, engine)
+    bind_transfer(cache)
     chunk = opts.cache_chunk_tokens()
     engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_tokens_per_step(),
                               cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data,

@@ -79,6 +79,7 @@ class EngineStats:
     verified_states: int = 0
     tree_checks: int = 0
     sanity_checks: int = 0
+    step_checks: int = 0
 
     def to_json(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

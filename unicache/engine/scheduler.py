@@ -42,6 +42,7 @@ from unicache.engine.ownership import check_ownership
 from unicache.engine.pinstats import PinObserver, PinTracker
 from unicache.engine.reference import ReferenceModel
 from unicache.engine.request import EngineStats, Phase, Request
+from unicache.engine.stepcheck import StepCheck
 from unicache.engine.timeline import Timeline
 from unicache.results import MatchResult, TicketStatus
 from unicache.tickets import LockReceipt
@@ -67,6 +68,7 @@ class Scheduler:
         self.model = model
         self.config = config or EngineConfig()
         self.oracle = DataOracle(cache, model)
+        self._step_check = StepCheck(cache, self.oracle if self.config.data else None)
         self.pins = PinTracker()
         self.timeline = timeline
         self.stats = EngineStats()
@@ -122,10 +124,14 @@ class Scheduler:
         self._decode()
         self.current = None
         cfg = self.config
-        if cfg.check_every and self.step_no % cfg.check_every == 0:
+        full = bool(cfg.check_every) and self.step_no % cfg.check_every == 0
+        tree = self._data and bool(cfg.tree_check_every) and self.step_no % cfg.tree_check_every == 0
+        if full:
             self.check_cache()
-        if self._data and cfg.tree_check_every and self.step_no % cfg.tree_check_every == 0:
+        if tree:
             self.check_tree()
+        if cfg.step_checks and not (full and tree):
+            self.check_step()
         if self.timeline is not None:
             self.timeline.sample(self.step_no, self.stats.finished, cache, len(self.loading))
 
@@ -133,6 +139,12 @@ class Scheduler:
         """The cache's sanity check plus the engine's ownership invariants."""
         self.stats.sanity_checks += 1
         self.cache.check()
+        self.check_ownership()
+
+    def check_step(self) -> None:
+        """The incremental checks of what this step touched (`unicache.engine.stepcheck`), ownership included."""
+        self.stats.step_checks += 1
+        self._step_check.run(self.step_no)
         self.check_ownership()
 
     def check_tree(self) -> None:

@@ -47,7 +47,9 @@ CHAOS_KINDS: tuple[str, ...] = ("reset", "evict", "evict_host", "reclaim", "back
 CHAOS_RATE: dict[str, float] = {
     "reset": 0.05, "evict": 0.12, "evict_host": 0.06, "reclaim": 0.06, "backup": 0.06, "abort": 0.03,
 }
-INJECTIONS: tuple[str, ...] = ("corrupt", "leak", "badcopy", "badload")
+INJECTIONS: tuple[str, ...] = ("corrupt", "leak", "badcopy", "badload", "pinset", "allocator")
+FULL_CHECK_EVERY = 16
+"""Default steps between full sanity checks and whole-tree oracles; the steps between get `StepCheck`."""
 _MARKERS = {"full": Full, "swa": SWA, "mamba": Mamba}
 
 
@@ -68,8 +70,11 @@ class SimulateOptions:
     chaos: tuple[str, ...] = CHAOS_KINDS
     keep: tuple[int, ...] | None = None
     workload: str | None = None
+    full_check_every: int = FULL_CHECK_EVERY
 
     def __post_init__(self) -> None:
+        if not 1 <= self.full_check_every <= 10_000:
+            raise SimulationError(f"--full-check-every must be in [1, 10000], got {self.full_check_every}")
         if self.workload is not None and self.workload not in WORKLOADS:
             raise SimulationError(f"--workload must be one of {', '.join(WORKLOADS)}, got {self.workload!r}")
         bad_chaos = [c for c in self.chaos if c not in CHAOS_KINDS]
@@ -104,6 +109,7 @@ class Scenario:
     keep: tuple[int, ...] | None = None
     inject: str | None = None
     workload: str = "multiturn"
+    full_check_every: int = FULL_CHECK_EVERY
 
     def command(self) -> str:
         """The `unicache simulate` command that runs exactly this scenario."""
@@ -117,13 +123,15 @@ class Scenario:
             parts += ["--keep", ",".join(str(i) for i in self.keep)]
         if self.inject:
             parts += ["--inject", self.inject]
+        if self.full_check_every != FULL_CHECK_EVERY:
+            parts += ["--full-check-every", str(self.full_check_every)]
         return " ".join(parts)
 
     def describe(self) -> dict[str, object]:
         return {"seed": self.seed, "steps": self.steps, "components": list(self.components),
                 "page_size": self.page_size, "write_policy": self.write_policy, "faults": list(self.faults),
                 "chaos": list(self.chaos), "requests_kept": None if self.keep is None else list(self.keep),
-                "inject": self.inject, "workload": self.workload}
+                "inject": self.inject, "workload": self.workload, "full_check_every": self.full_check_every}
 
 
 def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
@@ -138,7 +146,7 @@ def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
         policy = "write_back" if rng.random() < 0.5 else "write_through"
     workload = opts.workload or WORKLOADS[(seed // len(COMPONENT_SETS)) % len(WORKLOADS)]
     return Scenario(seed, opts.steps, tuple(components), page_size, policy, tuple(opts.faults),
-                    tuple(opts.chaos), opts.keep, opts.inject, workload)
+                    tuple(opts.chaos), opts.keep, opts.inject, workload, opts.full_check_every)
 
 
 @dataclass(slots=True)
@@ -178,7 +186,8 @@ def build_world(sc: Scenario) -> World:
         device="cpu", strict=False, debug=True, history=4096, ledger_name=f"sim-seed{sc.seed}",
     )
     engine = EngineConfig(max_running=rng.randint(2, 6), decode_per_step=rng.randint(1, 3),
-                          check_every=1, tree_check_every=1, vocab=40)
+                          check_every=sc.full_check_every, tree_check_every=sc.full_check_every,
+                          step_checks=sc.full_check_every > 1, vocab=40)
     params = {"mean_delay": rng.choice((1.5, 3.0)), "max_delay": rng.randint(3, 8),
               "duplicate_rate": 0.2, "fail_rate": 0.15}
     return World(trace, config, engine, params)
@@ -260,6 +269,21 @@ def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
         if kind == "badload":
             engine.corrupt_kinds = frozenset({"load_back"})
         return True
+    if kind == "pinset":
+        for x in cache.nodes():
+            pins = x.pins_full
+            if pins is not None and pins._refs:
+                pins._refs.pop(next(iter(pins._refs)))
+                return True
+        return False
+    if kind == "allocator":
+        nodes = [x for x in cache.nodes() if x.parent is not None and x.dev_full]
+        if not nodes:
+            return False
+        held = rng.choice(nodes).dev_full
+        assert held is not None
+        cache.pools.device_pool(Full).alloc.free([held[0]])
+        return True
     if kind == "corrupt":
         nodes = [x for x in cache.nodes() if x.parent is not None and x.dev_full]
         if not nodes:
@@ -310,7 +334,9 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
             _chaos(sc, chaos_rng, sched, log)
             if sc.inject and not planted:
                 planted = _inject(sc.inject, chaos_rng, sched)
-                if planted:
+                if planted and sched.config.step_checks:
+                    sched.check_step()
+                elif planted:
                     sched.check_cache()
                     sched.check_tree()
             if log is not None:
