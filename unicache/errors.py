@@ -91,3 +91,7 @@ class InvalidSlotError(CacheError, ValueError):
         super().__init__(f"pool {pool}: slots {_ids(slots)} {why}")
         self.pool = pool
         self.slots = tuple(slots)
+
+
+class EngineStateError(CacheError, RuntimeError):
+    """A transfer engine used out of order: before `attach(pools)` (or `bind`), or after `close()`."""

@@ -11,6 +11,7 @@ import torch
 from unicache import CacheConfig, Full, UniCache
 from unicache.engine.replay import ReplayOptions, build_replay, finish_checks, load_replay_trace, run_replay
 from unicache.engine.transfers import bind_transfer, make_transfer
+from unicache.errors import EngineStateError, InvalidArgumentError
 from unicache.transfer.base import CopyOp, JobKind, Tier, TransferJob
 from unicache.transfer.simulated import FaultSpec
 from unicache.transfer.threaded import ThreadedEngine
@@ -89,7 +90,7 @@ def test_a_copy_that_raises_acks_not_ok_and_shutdown_is_clean() -> None:
     engine.close()
     engine.close()
     assert not _workers()
-    with pytest.raises(RuntimeError, match="after close"):
+    with pytest.raises(EngineStateError, match="after close"):
         engine.submit(bad)
 
 
@@ -97,9 +98,9 @@ def test_submit_before_bind_is_refused() -> None:
     engine = ThreadedEngine()
     config = CacheConfig(device_tokens=8, dtype="int32", device="cpu", kv_width=4)
     UniCache(config, engine)
-    with pytest.raises(RuntimeError, match="bind"):
+    with pytest.raises(EngineStateError, match="bind"):
         engine.submit(TransferJob(1, 0, JobKind.BACKUP, ()))
     engine.close()
-    with pytest.raises(ValueError, match="workers"):
+    with pytest.raises(InvalidArgumentError, match="workers"):
         ThreadedEngine(workers=0)
     assert isinstance(make_transfer("threaded", faults=FaultSpec(), seed=0), ThreadedEngine)

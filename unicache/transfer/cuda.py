@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from unicache.errors import EngineStateError
 from unicache.transfer.base import Ack, TransferEngine, TransferJob
 
 
@@ -55,7 +56,7 @@ class CudaEngine(TransferEngine):
     def submit(self, job: TransferJob) -> None:
         pools = self.pools
         if pools is None:
-            raise RuntimeError("CudaEngine.submit() before attach(pools)")
+            raise EngineStateError("CudaEngine.submit() before attach(pools)")
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         finishers = [pools.copy_async(op, self.stream) for op in job.copies]
         event = _new_event()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from unicache.errors import EngineStateError
 from unicache.transfer.base import Ack, TransferEngine, TransferJob
 
 
@@ -22,7 +23,7 @@ class ImmediateEngine(TransferEngine):
         if self.copy:
             pools = self.pools
             if pools is None:
-                raise RuntimeError("ImmediateEngine.submit() before attach(pools)")
+                raise EngineStateError("ImmediateEngine.submit() before attach(pools)")
             for op in job.copies:
                 pools.copy(op)
         self._acks.append(Ack(job.ticket, job.generation))

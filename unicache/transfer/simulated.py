@@ -36,6 +36,7 @@ from typing import Protocol
 
 import torch
 
+from unicache.errors import EngineStateError
 from unicache.transfer.base import Ack, CopyOp, TransferEngine, TransferJob
 
 FAULT_KINDS: tuple[str, ...] = ("delay", "reorder", "duplicate", "fail")
@@ -157,7 +158,7 @@ class SimulatedEngine(TransferEngine):
     def _complete(self, job: TransferJob) -> Ack:
         pools = self.pools
         if pools is None:
-            raise RuntimeError("SimulatedEngine used before attach(pools)")
+            raise EngineStateError("SimulatedEngine used before attach(pools)")
         f = self.faults
         rng = self._rng
         ok = not (f.fail and job.kind.value in f.fail_kinds and rng.random() < f.fail_rate)

@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from leases import Mailbox
 
+from unicache.errors import EngineStateError, InvalidArgumentError
 from unicache.transfer.base import Ack, TransferEngine, TransferJob
 
 
@@ -33,7 +34,7 @@ class ThreadedEngine(TransferEngine):
 
     def __init__(self, workers: int = 2) -> None:
         if workers < 1:
-            raise ValueError(f"ThreadedEngine: workers must be >= 1, got {workers}")
+            raise InvalidArgumentError(f"ThreadedEngine: workers must be >= 1, got {workers}")
         self.workers = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="unicache-transfer")
         self._inbox: Mailbox[Ack] | None = None
@@ -52,9 +53,9 @@ class ThreadedEngine(TransferEngine):
 
     def submit(self, job: TransferJob) -> None:
         if self._inbox is None or self.pools is None:
-            raise RuntimeError("ThreadedEngine.submit() before attach(pools) and bind(cache.inbox)")
+            raise EngineStateError("ThreadedEngine.submit() before attach(pools) and bind(cache.inbox)")
         if self._closed:
-            raise RuntimeError(f"ThreadedEngine.submit(ticket {job.ticket}) after close()")
+            raise EngineStateError(f"ThreadedEngine.submit(ticket {job.ticket}) after close()")
         with self._lock:
             self._running += 1
         self._futures.setdefault(job.ticket, []).append(self._pool.submit(self._run, job))
