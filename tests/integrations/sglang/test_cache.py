@@ -19,7 +19,7 @@ from sglang.srt.mem_cache.registry import get_radix_cache_factory
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache, _OngoingLoadBack
 
-from tests.integrations.sglang.test_overlap import D, start_load_back, warm_chain
+from tests.integrations.sglang.chains import D, start_load_back, warm_chain
 from unicache.integrations.sglang.cache import AnchorLoadBacks, LeaseUnifiedRadixCache
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.plugin import lease_radix_cache_factory

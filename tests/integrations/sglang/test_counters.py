@@ -15,7 +15,7 @@ from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_cache.components.base import ComponentData
 
 from tests.integrations.sglang.test_locks import _core, _counters, _node
-from tests.integrations.sglang.test_overlap import D, X, warm_chain
+from tests.integrations.sglang.chains import D, X, warm_chain
 from unicache.integrations.sglang.errors import LockCounterWriteError
 from unicache.integrations.sglang.lockcore import LockLeaseCore
 from unicache.integrations.sglang.workload import build_cache, gen_workload, pool_sizes, replay

@@ -18,8 +18,7 @@ from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams, MatchPrefix
 from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 
-from tests.integrations.sglang import test_overlap_swa
-from tests.integrations.sglang.test_overlap import D, X, warm_chain
+from tests.integrations.sglang.chains import D, X, swa_crash_shape, warm_chain
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.errors import (
     LeaseSanityError,
@@ -140,7 +139,7 @@ def test_a_partial_release_by_a_derived_receipt_is_a_lease_part() -> None:
 
 
 def test_swa_window_locks_and_early_release_are_leases() -> None:
-    setup, (a, b) = test_overlap_swa._crash_shape("leases")
+    setup, (a, b) = swa_crash_shape("leases")
     core, cache = _core(setup), setup.cache
     assert core.tree_locks, "in-flight load-backs hold device and host window locks"
     cache.sanity_check()

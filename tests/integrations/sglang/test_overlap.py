@@ -8,75 +8,17 @@ the request recomputes); the lease core serves both.
 
 from __future__ import annotations
 
-from array import array
-
 import pytest
 import torch
-from sglang.srt.mem_cache.base_prefix_cache import (
-    EvictParams,
-    InitLoadBackParams,
-    InsertParams,
-    MatchPrefixParams,
-)
-from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
-from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
+from tests.integrations.sglang.chains import D, X, ack_both_and_check, crash_shape, overlap_served
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.errors import UnknownLoadBackError
-from unicache.integrations.sglang.node import LeaseTreeNode
-from unicache.integrations.sglang.workload import CacheSetup, build_cache, request_stand_in
-
-X = list(range(1, 33))
-D = X + list(range(100, 132))
-
-
-def _insert(setup: CacheSetup, tokens: list[int]) -> None:
-    cache, alloc = setup.cache, setup.allocator
-    key = RadixKey(array("q", tokens))
-    m = cache.match_prefix(MatchPrefixParams(key=key))
-    dev = int(m.device_prefix_len)
-    prefix = cache.path_device_indices(m.last_device_node) if dev else torch.empty(0, dtype=torch.int64)
-    new = alloc.alloc(len(tokens) - dev)
-    mamba = setup.mamba_allocator
-    assert mamba is not None
-    slot = mamba.alloc(1)
-    cache.insert(InsertParams(key=key, value=torch.cat((prefix, new)), mamba_value=slot,
-                              prev_prefix_len=dev))
-
-
-def start_load_back(setup: CacheSetup, tokens: list[int], rid: int) -> tuple[int, int, int, bool]:
-    """(anchor, host hit, tokens loaded, started) of a load-back whose ack is withheld."""
-    cache = setup.cache
-    m = cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens))))
-    req = request_stand_in(rid, m.last_device_node, m.swa_host_hit_length, m.mamba_host_hit_length)
-    anchor = int(m.best_match_node)
-    out = cache.init_load_back(InitLoadBackParams(
-        best_match_node=anchor, host_hit_length=m.host_hit_length, req=req))
-    assert out is not None
-    return anchor, int(m.host_hit_length), int(out[0]), anchor in cache.ongoing_load_back
-
-
-def warm_chain(backend: str, cache_class: type[UnifiedRadixCache] = UnifiedRadixCache) -> CacheSetup:
-    """Full+Mamba cache holding root -> X -> D on host only."""
-    setup = build_cache(backend=backend, mamba=True, device_tokens=256, mamba_slots=16,
-                        max_context_len=512, cache_class=cache_class)
-    setup.cache.load_back_threshold = 0
-    _insert(setup, X)
-    _insert(setup, D)
-    setup.cache.evict_for_alloc(EvictParams(num_tokens=256, mamba_num=16))
-    return setup
-
-
-def _crash_shape(backend: str) -> tuple[CacheSetup, list[tuple[int, int, int, bool]]]:
-    setup = warm_chain(backend)
-    a = start_load_back(setup, D, 1)
-    b = start_load_back(setup, X, 2)
-    return setup, [a, b]
 
 
 def test_stock_core_refuses_the_second_load_back() -> None:
-    setup, (a, b) = _crash_shape("python")
+    setup, (a, b) = crash_shape("python")
     assert a[3] and a[2] == len(D)
     assert b[1] == len(X) and not b[3] and b[2] == 0
     setup.cache.ready_to_load_host_cache()
@@ -85,38 +27,21 @@ def test_stock_core_refuses_the_second_load_back() -> None:
 
 
 def test_lease_core_serves_both_and_releases_every_lease_once() -> None:
-    setup, (a, b) = _crash_shape("leases")
-    cache = setup.cache
-    core = cache.tree_core
-    assert isinstance(core, LeaseTreeCore)
-    assert a[3] and a[2] == len(D)
-    assert b[3] and b[2] == len(X), "the overlapping load-back must be served from host"
-    assert core.overlapping_load_backs == 1
-    x_node = core.node_by_id(b[0])
-    assert isinstance(x_node, LeaseTreeNode)
+    setup, (a, b) = crash_shape("leases")
+    core, x_node = overlap_served(setup, a, b)
+    lb_a, lb_b = core.load_backs[a[0]][0], core.load_backs[b[0]][0]
     x_full, x_mamba = x_node.pins(ComponentType.FULL), x_node.pins(ComponentType.MAMBA)
     assert x_full is not None and x_mamba is not None
-    lb_a, lb_b = core.load_backs[a[0]][0], core.load_backs[b[0]][0]
     a_full, b_mamba = lb_a.lease(ComponentType.FULL), lb_b.lease(ComponentType.MAMBA)
     assert a_full is not None and b_mamba is not None
     assert x_full.ids() == [a_full.id]
     assert x_mamba.ids() == [b_mamba.id]
-    assert x_node.load_back_pending_id == a[0]
-    live = {lease.id for lease in core.ledger.live()}
-    assert live == set(lb_a.lease_ids().values()) | set(lb_b.lease_ids().values())
-    cache.sanity_check()
-    cache.ready_to_load_host_cache()
-    cache.loading_check()
-    cache.sanity_check()
-    assert core.ledger.live_count == 0
-    assert core.ledger.released == core.ledger.acquired == len(live)
-    assert core.ledger.stale == 0 and core.ledger.leaked == 0
-    assert not core.load_backs
+    ack_both_and_check(setup, core, (a[0], b[0]))
     assert core.node_by_id(b[0]).load_back_pending_id is None
 
 
 def test_reset_revokes_in_flight_load_backs() -> None:
-    setup, (a, b) = _crash_shape("leases")
+    setup, (a, b) = crash_shape("leases")
     core = setup.cache.tree_core
     assert isinstance(core, LeaseTreeCore)
     held = core.ledger.live_count
@@ -132,7 +57,7 @@ def test_reset_revokes_in_flight_load_backs() -> None:
 def test_clearing_a_leased_pin_field_is_refused() -> None:
     from unicache.integrations.sglang.errors import PinFieldWriteError
 
-    setup, (a, _b) = _crash_shape("leases")
+    setup, (a, _b) = crash_shape("leases")
     core = setup.cache.tree_core
     assert isinstance(core, LeaseTreeCore)
     node = core.node_by_id(a[0])
@@ -145,7 +70,7 @@ def test_clearing_a_leased_pin_field_is_refused() -> None:
 
 
 def test_two_load_backs_on_one_anchor_are_acked_in_commit_order() -> None:
-    setup, (a, b) = _crash_shape("leases")
+    setup, (a, b) = crash_shape("leases")
     cache = setup.cache
     core = cache.tree_core
     assert isinstance(core, LeaseTreeCore)
