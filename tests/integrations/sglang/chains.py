@@ -125,3 +125,24 @@ def ack_both_and_check(setup: CacheSetup, core: LeaseTreeCore, anchors: tuple[in
     assert core.ledger.released == core.ledger.acquired == len(live)
     assert core.ledger.stale == 0 and core.ledger.leaked == 0
     assert not core.load_backs
+
+
+def lease_core(setup: CacheSetup) -> LeaseTreeCore:
+    """The cache's tree core, which must be the lease core."""
+    core = setup.cache.tree_core
+    assert isinstance(core, LeaseTreeCore)
+    return core
+
+
+def node_of(setup: CacheSetup, tokens: list[int]) -> int:
+    """The id of the node a request for `tokens` matches to."""
+    return int(setup.cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens)))).best_match_node)
+
+
+def lock_counters(core: LeaseTreeCore) -> dict[tuple[int, int], tuple[int, int]]:
+    """(node id, component) -> (lock_ref, host_lock_ref) over the whole tree."""
+    return {
+        (n.id, ct): (int(n.component_data[ct].lock_ref), int(n.component_data[ct].host_lock_ref))
+        for n in core._collect_all_nodes()
+        for ct in range(len(n.component_data))
+    }

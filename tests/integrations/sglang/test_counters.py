@@ -14,8 +14,7 @@ import pytest
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_cache.components.base import ComponentData
 
-from tests.integrations.sglang.test_locks import _core, _counters, _node
-from tests.integrations.sglang.chains import D, X, warm_chain
+from tests.integrations.sglang.chains import D, X, lease_core, lock_counters, node_of, warm_chain
 from unicache.integrations.sglang.errors import LockCounterWriteError
 from unicache.integrations.sglang.lockcore import LockLeaseCore
 from unicache.integrations.sglang.workload import build_cache, gen_workload, pool_sizes, replay
@@ -25,10 +24,10 @@ FULL, MAMBA = ComponentType.FULL, ComponentType.MAMBA
 
 def test_reads_are_ints_and_stray_writes_raise_naming_node_and_component() -> None:
     setup = warm_chain("leases")
-    core, cache = _core(setup), setup.cache
-    d, x = _node(setup, D), _node(setup, X)
+    core, cache = lease_core(setup), setup.cache
+    d, x = node_of(setup, D), node_of(setup, X)
     receipt = cache.inc_lock_ref(d).to_dec_params()
-    before = _counters(core)
+    before = lock_counters(core)
     cd = core.node_by_id(x).component_data[FULL]
     assert type(cd.lock_ref) is int and cd.lock_ref == 1
     with pytest.raises(LockCounterWriteError, match=rf"node {x} component 0: lock_ref 1 -> 0"):
@@ -37,7 +36,7 @@ def test_reads_are_ints_and_stray_writes_raise_naming_node_and_component() -> No
         core.node_by_id(d).component_data[MAMBA].host_lock_ref = 1
     with pytest.raises(LockCounterWriteError, match=rf"node {core.root_node.id} component 0"):
         core.root_node.component_data[FULL].lock_ref = 0
-    assert _counters(core) == before, "a refused write moves nothing"
+    assert lock_counters(core) == before, "a refused write moves nothing"
     cache.sanity_check()
     cache.dec_lock_ref(d, receipt)
     cache.sanity_check()
@@ -49,7 +48,7 @@ def test_no_drift_after_a_replay(mamba: bool) -> None:
     reqs, unique = gen_workload(1, sessions=24)
     device, ctx = pool_sizes(reqs, unique)
     setup = build_cache(backend="leases", mamba=mamba, device_tokens=device, max_context_len=ctx)
-    core = _core(setup)
+    core = lease_core(setup)
     replay(setup, reqs, check_every=10, ack_every=3)
     assert core.counter_gate.open == 0
     assert not core.lock_problems()
@@ -64,8 +63,8 @@ def test_no_drift_after_a_replay(mamba: bool) -> None:
 def test_default_mode_keeps_sglang_component_data(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(LockLeaseCore, "strict_counters", False)
     setup = warm_chain("leases")
-    core = _core(setup)
+    core = lease_core(setup)
     assert all(type(cd) is ComponentData for n in core._collect_all_nodes() for cd in n.component_data)
     monkeypatch.setenv("UNICACHE_SGLANG_STRICT_LOCK_COUNTERS", "1")
-    strict = _core(warm_chain("leases"))
+    strict = lease_core(warm_chain("leases"))
     assert type(strict.root_node.component_data[FULL]) is not ComponentData

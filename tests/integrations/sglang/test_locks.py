@@ -11,15 +11,20 @@ moves.
 from __future__ import annotations
 
 import dataclasses
-from array import array
 
 import pytest
-from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams, MatchPrefixParams
-from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 
-from tests.integrations.sglang.chains import D, X, swa_crash_shape, warm_chain
-from unicache.integrations.sglang.core import LeaseTreeCore
+from tests.integrations.sglang.chains import (
+    D,
+    X,
+    lease_core,
+    lock_counters,
+    node_of,
+    swa_crash_shape,
+    warm_chain,
+)
 from unicache.integrations.sglang.errors import (
     LeaseSanityError,
     LockReleasedTwiceError,
@@ -27,34 +32,15 @@ from unicache.integrations.sglang.errors import (
     WindowLockHeldError,
 )
 from unicache.integrations.sglang.locks import LockReceipt
-from unicache.integrations.sglang.workload import CacheSetup
 
 FULL = ComponentType.FULL
 
 
-def _core(setup: CacheSetup) -> LeaseTreeCore:
-    core = setup.cache.tree_core
-    assert isinstance(core, LeaseTreeCore)
-    return core
-
-
-def _node(setup: CacheSetup, tokens: list[int]) -> int:
-    return int(setup.cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", tokens)))).best_match_node)
-
-
-def _counters(core: LeaseTreeCore) -> dict[tuple[int, int], tuple[int, int]]:
-    return {
-        (n.id, ct): (int(n.component_data[ct].lock_ref), int(n.component_data[ct].host_lock_ref))
-        for n in core._collect_all_nodes()
-        for ct in range(len(n.component_data))
-    }
-
-
 def test_lock_receipts_are_leases_and_counters_are_their_view() -> None:
     setup = warm_chain("leases")
-    core, cache = _core(setup), setup.cache
-    d, x = _node(setup, D), _node(setup, X)
-    idle = _counters(core)
+    core, cache = lease_core(setup), setup.cache
+    d, x = node_of(setup, D), node_of(setup, X)
+    idle = lock_counters(core)
     dev = cache.inc_lock_ref(d).to_dec_params()
     host = cache.inc_host_lock_ref(x).to_dec_params()
     core.inc_full_pin(d)
@@ -68,22 +54,22 @@ def test_lock_receipts_are_leases_and_counters_are_their_view() -> None:
     core.dec_full_pin(d)
     cache.dec_host_lock_ref(x, host)
     cache.dec_lock_ref(d, dev)
-    assert _counters(core) == idle and core.lock_ledger.live_count == 0 and not core.tree_locks
+    assert lock_counters(core) == idle and core.lock_ledger.live_count == 0 and not core.tree_locks
     assert core.lock_ledger.released == core.lock_ledger.acquired
     cache.sanity_check()
 
 
 def test_second_release_of_a_receipt_raises_naming_node_and_lock() -> None:
     setup = warm_chain("leases")
-    core, cache = _core(setup), setup.cache
-    d = _node(setup, D)
+    core, cache = lease_core(setup), setup.cache
+    d = node_of(setup, D)
     dev = cache.inc_lock_ref(d).to_dec_params()
     assert isinstance(dev, LockReceipt)
     cache.dec_lock_ref(d, dev)
-    before = _counters(core)
+    before = lock_counters(core)
     with pytest.raises(LockReleasedTwiceError, match=rf"lock #{dev.lock_seq} on node {d} released twice"):
         cache.dec_lock_ref(d, dev)
-    assert _counters(core) == before, "no counter moved"
+    assert lock_counters(core) == before, "no counter moved"
     host = cache.inc_host_lock_ref(d).to_dec_params()
     cache.dec_host_lock_ref(d, host)
     with pytest.raises(LockReleasedTwiceError, match=rf"host lock #\d+ on node {d}"):
@@ -92,15 +78,15 @@ def test_second_release_of_a_receipt_raises_naming_node_and_lock() -> None:
         core.dec_full_pin(d)
     with pytest.raises(UnleasedReceiptError, match=rf"node {d}"):
         cache.dec_lock_ref(d, DecLockRefParams(node_id=d))
-    assert _counters(core) == before
+    assert lock_counters(core) == before
     cache.sanity_check()
 
 
 def test_sanity_check_recomputes_lock_refs_from_live_leases() -> None:
     """A walk that moved a counter without a lease (simulated inside an open gate) is named."""
     setup = warm_chain("leases")
-    core, cache = _core(setup), setup.cache
-    d, x = _node(setup, D), _node(setup, X)
+    core, cache = lease_core(setup), setup.cache
+    d, x = node_of(setup, D), node_of(setup, X)
     dev = cache.inc_lock_ref(d).to_dec_params()
     cache.sanity_check()
     core.counter_gate.open += 1
@@ -120,9 +106,9 @@ def test_sanity_check_recomputes_lock_refs_from_live_leases() -> None:
 def test_a_partial_release_by_a_derived_receipt_is_a_lease_part() -> None:
     """SGLang's lazy Mamba extra buffer (0.5.23 components/mamba.py:539-548), replayed on the receipt."""
     setup = warm_chain("leases")
-    core, cache = _core(setup), setup.cache
-    d = _node(setup, D)
-    idle = _counters(core)
+    core, cache = lease_core(setup), setup.cache
+    d = node_of(setup, D)
+    idle = lock_counters(core)
     lock = cache.inc_lock_ref(d).to_dec_params()
     assert isinstance(lock, LockReceipt)
     mamba_only = dataclasses.replace(lock, skipped_lock_components=(FULL,))
@@ -134,13 +120,13 @@ def test_a_partial_release_by_a_derived_receipt_is_a_lease_part() -> None:
     with pytest.raises(LockReleasedTwiceError, match=rf"MAMBA part of lock #{lock.lock_seq} on node {d}"):
         cache.dec_lock_ref(d, mamba_only)
     cache.dec_lock_ref(d, lock)
-    assert _counters(core) == idle and not core.tree_locks and core.lock_ledger.live_count == 0
+    assert lock_counters(core) == idle and not core.tree_locks and core.lock_ledger.live_count == 0
     cache.sanity_check()
 
 
 def test_swa_window_locks_and_early_release_are_leases() -> None:
     setup, (a, b) = swa_crash_shape("leases")
-    core, cache = _core(setup), setup.cache
+    core, cache = lease_core(setup), setup.cache
     assert core.tree_locks, "in-flight load-backs hold device and host window locks"
     cache.sanity_check()
     d = a[0]
@@ -155,12 +141,12 @@ def test_swa_window_locks_and_early_release_are_leases() -> None:
     assert receipt.released_early == {ComponentType.SWA}, "the SWA part went back early"
     assert lease.held, "the Full part still holds the lease"
     cache.sanity_check()
-    before = _counters(core)
+    before = lock_counters(core)
     with pytest.raises(LockReleasedTwiceError, match=rf"SWA part of lock #{receipt.lock_seq} on node {d}"):
         core.dec_swa_lock_only(d, receipt)
     with pytest.raises(LockReleasedTwiceError, match=rf"SWA part of lock #{receipt.lock_seq} on node {d}"):
         cache.dec_lock_ref(d, receipt)
-    assert _counters(core) == before, "no counter moved"
+    assert lock_counters(core) == before, "no counter moved"
     cache.dec_lock_ref(d, receipt, skip_swa=True)
     assert core.lock_ledger.get(receipt.lock_seq) is None
     assert receipt.lock_seq not in core.tree_locks
