@@ -40,7 +40,9 @@ import tracemalloc
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
+
+from leases import PinSet
 
 from rich.console import Console
 from rich.table import Table
@@ -107,8 +109,9 @@ class _BareColumns:
         if d is not None:
             self.dev[upper.slot], self.dev[lower.slot] = d[:pages], d[pages:]
 
-    def forget_pins(self, node: Node, pins: object) -> None:
-        pass
+    @property
+    def pin_sets(self) -> dict[int, PinSet[Any, Node]]:
+        return {}
 
 
 def _bare_tree() -> tuple[RadixTree, _BareColumns]:

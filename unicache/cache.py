@@ -153,7 +153,7 @@ class UniCache:
             owner = node.tree.owner
             name = owner.config.ledger_name if isinstance(owner, UniCache) else str(owner)
             raise ForeignObjectError("node", node.id, self.config.ledger_name, name)
-        if not node.alive:
+        if not node.slot:
             raise UnknownNodeError(node.id, "is not a live node of this cache (removed or reset)")
 
     def _check_count(self, op: str, component: type, n: int) -> int:

@@ -43,11 +43,15 @@ class FullStore(PagedStore[Full]):
         super().split(upper, lower, pages)
 
     def drop_device(self, node: Node) -> int:
-        freed = super().drop_device(node)
+        slot = node.slot
+        pages = self.dev[slot]
+        assert pages is not None, node.id
+        self.device.free(pages)
+        self.dev[slot] = None
         parent = node.parent
         if parent is not None:
             parent.dev_children -= 1
-        return freed
+        return len(pages)
 
     def on_device(self, node: Node) -> bool:
         return self.dev[node.slot] is not None

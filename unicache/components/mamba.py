@@ -120,8 +120,3 @@ class MambaStore(ComponentStore):
 
     def split(self, upper: Node, lower: Node, pages: int) -> None:
         """The state stays with `lower` (the state after the original node's end)."""
-
-    def forget_pins(self, node: Node, pins: object) -> None:
-        slot = node.slot
-        if self.pin_sets.get(slot) is pins:
-            del self.pin_sets[slot]

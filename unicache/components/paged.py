@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import Generic, TypeVar, cast
+from typing import Generic, TypeVar
 
 from leases import PinSet
 
@@ -26,16 +26,19 @@ class PagedStore(ComponentStore, Generic[C]):
     empty everywhere.
     """
 
-    __slots__ = ("dev", "host_col", "pin_sets")
+    __slots__ = ("dev", "host_col", "pin_sets", "component")
 
     dev: list[list[int] | None]
     host_col: list[array[int] | None]
     pin_sets: dict[int, PinSet[C, Node]]
+    component: type[C]
+    """The marker (`marker`), typed for the pin sets it makes."""
 
     def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
         self.dev = [None]
         self.host_col = [None]
         self.pin_sets = {}
+        self.component = self.marker
         super().__init__(device, host)
 
     def pins(self, node: Node) -> PinSet[C, Node] | None:
@@ -47,7 +50,7 @@ class PagedStore(ComponentStore, Generic[C]):
         p = self.pin_sets.get(slot)
         if p is None:
             assert slot, f"node {node.id} is dead: it cannot be pinned"
-            p = self.pin_sets[slot] = PinSet(cast("type[C]", self.marker), node)
+            p = self.pin_sets[slot] = PinSet(self.component, node)
         return p
 
     def device_slots(self, node: Node) -> list[int] | None:
@@ -137,8 +140,3 @@ class PagedStore(ComponentStore, Generic[C]):
         if h is not None:
             host[u] = h[:pages]
             host[lo] = h[pages:]
-
-    def forget_pins(self, node: Node, pins: object) -> None:
-        slot = node.slot
-        if self.pin_sets.get(slot) is pins:
-            del self.pin_sets[slot]

@@ -111,9 +111,8 @@ class ComponentStore(abc.ABC):
     def split(self, upper: Node, lower: Node, pages: int) -> None:
         """Move the first `pages` pages of `lower`'s state to the new `upper` fragment."""
 
-    @abc.abstractmethod
-    def forget_pins(self, node: Node, pins: object) -> None:
-        """Drop `pins` from `node` if it is still the pin set held there (it drained)."""
+    pin_sets: dict[int, PinSet[Any, Node]]
+    """The node pin sets by slot (sparse; a subclass narrows the component)."""
 
     def init_root(self, root: Node) -> None:
         """Give a fresh root its state (only Full has any)."""

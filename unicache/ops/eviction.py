@@ -225,8 +225,14 @@ class Evictor:
         comps = self.components
         full = comps.full
         parent = node.parent
-        assert parent is not None
-        freed = full.drop_device(node)
+        slot = node.slot
+        fdev = full.dev
+        pages = fdev[slot]
+        assert pages is not None and parent is not None
+        fdev[slot] = None
+        parent.dev_children -= 1
+        full.device.free(pages)
+        freed = len(pages)
         if comps.has_swa and comps.swa.device_slots(node) is not None:
             self.free_dev_swa(node)
         if comps.has_mamba and comps.mamba.device_state(node) is not None:

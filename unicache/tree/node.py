@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from unicache.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from leases import PinSet
 
 ChildKey = bytes
 """A child's entry in its parent's `children`: the bytes of its key's first page."""
@@ -44,8 +47,9 @@ class Home(Protocol):
     def owner(self) -> object:
         """The cache the tree belongs to."""
 
-    def forget_pins(self, node: Node, component: type, pins: object) -> None:
-        """Drop `pins` (an emptied pin set of `component`) from the column holding it for `node`."""
+    @property
+    def pins(self) -> dict[type, dict[int, PinSet[Any, Node]]]:
+        """Each component's pin sets by node slot."""
 
 
 class Node:

@@ -30,14 +30,19 @@ def covered(lease: Borrowed[Lease[C, Held]]) -> list[Node]:
 def drop_empty(pin_sets: Iterable[PinSet[C]]) -> None:
     """Drop from its node each of `pin_sets` that no live lease is left in (it is made again on the next pin).
 
-    The node's tree hands each to the store holding it (`RadixTree.forget_pins`).
+    The node's tree lists the stores' pin sets by component (`RadixTree.pins`);
+    a dead node (slot 0) holds none.
     """
     for p in pin_sets:
         if p:
             continue
         node = p.holder
         if type(node) is Node:
-            node.tree.forget_pins(node, p.component, p)
+            slot = node.slot
+            if slot:
+                held = node.tree.pins.get(p.component)
+                if held is not None and held.get(slot) is p:
+                    del held[slot]
 
 
 def owned_by(p: PinSet[C, Node] | None, kind: OwnerKind) -> list[LeaseOwner]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import count
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+from leases import PinSet
 
 from unicache.tree.node import TOKEN_BYTES, Node
 
@@ -56,8 +58,9 @@ class NodeColumns(Protocol):
     def split(self, upper: Node, lower: Node, pages: int) -> None:
         """Move the first `pages` pages of `lower`'s state to the new `upper` fragment."""
 
-    def forget_pins(self, node: Node, pins: object) -> None:
-        """Drop `pins` from `node`'s pin set column if it is still the one held there."""
+    @property
+    def pin_sets(self) -> dict[int, PinSet[Any, Node]]:
+        """The node pin sets by slot (sparse: only pinned nodes have one)."""
 
 
 class RadixTree:
@@ -77,11 +80,12 @@ class RadixTree:
 
     __slots__ = (
         "page_size", "page_bytes", "root", "ids", "on_split", "size", "owner", "clock",
-        "columns", "_by_component", "_free_slots", "slots",
+        "columns", "pins", "_free_slots", "slots",
     )
 
     columns: tuple[NodeColumns, ...]
-    _by_component: dict[type, NodeColumns]
+    pins: dict[type, dict[int, PinSet[Any, Node]]]
+    """Each registered component's pin sets by slot (`drop_empty` removes drained ones here)."""
     _free_slots: list[int]
     slots: int
     """Slots handed out so far, slot 0 included (the length of every column)."""
@@ -100,7 +104,7 @@ class RadixTree:
         self.on_split = on_split
         self.clock = 0
         self.columns = ()
-        self._by_component = {}
+        self.pins = {}
         self._free_slots = []
         self.slots = 1
         self.root = self._new_root()
@@ -108,22 +112,15 @@ class RadixTree:
 
     def register(self, component: type, columns: NodeColumns) -> None:
         """Keep `columns` (the store of `component`) as long as the slot count from now on."""
-        if component in self._by_component:
+        if component in self.pins:
             raise ValueError(f"columns for {component.__name__} are already registered")
         if columns.columns() != 1:
             raise ValueError("columns must hold only the null slot when registered")
         for _ in range(self.slots - 1):
             columns.grow()
         self.columns = (*self.columns, columns)
-        self._by_component[component] = columns
+        self.pins[component] = columns.pin_sets
         columns.init_root(self.root)
-
-    def forget_pins(self, node: Node, component: type, pins: object) -> None:
-        """Drop an emptied pin set of `component` from `node` (a dead node holds none)."""
-        if node.alive:
-            cols = self._by_component.get(component)
-            if cols is not None:
-                cols.forget_pins(node, pins)
 
     def _slot(self) -> int:
         free = self._free_slots
