@@ -43,15 +43,11 @@ class FullStore(PagedStore[Full]):
         super().split(upper, lower, pages)
 
     def drop_device(self, node: Node) -> int:
-        slot = node.slot
-        pages = self.dev[slot]
-        assert pages is not None, node.id
-        self.device.free(pages)
-        self.dev[slot] = None
+        freed = super().drop_device(node)
         parent = node.parent
         if parent is not None:
             parent.dev_children -= 1
-        return len(pages)
+        return freed
 
     def on_device(self, node: Node) -> bool:
         return self.dev[node.slot] is not None
