@@ -51,9 +51,9 @@ def test_backup_and_load_back_round_trip_on_the_gpu() -> None:
             break
         torch.cuda.synchronize()
     node = cache.match_prefix(tokens).device_node
-    host_pages = residency(node).host_full
-    assert host_pages is not None
-    host = cache.read_slots(Full, host_pages, Tier.HOST).reshape(16, -1)
+    host_rows = residency(node).full_host
+    assert host_rows is not None
+    host = cache.read_slots(Full, host_rows, Tier.HOST).reshape(16, -1)
     assert torch.equal(host, model.kv(h, 0, 16))
     cache.evict_device(Full, 64)
     m = cache.match_prefix(tokens)
@@ -66,7 +66,7 @@ def test_backup_and_load_back_round_trip_on_the_gpu() -> None:
         torch.cuda.synchronize()
     assert t.result().ok
     m = cache.match_prefix(tokens)
-    dev_pages = residency(m.device_node).dev_full
+    dev_pages = residency(m.device_node).full_device
     assert m.device_len == 16 and dev_pages is not None
     dev = cache.read_slots(Full, dev_pages).reshape(16, -1)
     assert torch.equal(dev, model.kv(h, 0, 16))

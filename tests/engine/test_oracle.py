@@ -61,7 +61,7 @@ def test_a_wrong_full_row_is_named(hybrid: UniCache) -> None:
     tokens = list(range(1, 13))
     h = insert_reference(hybrid, model, tokens)
     node = hybrid.match_prefix(tokens).device_node
-    pages = residency(node).dev_full
+    pages = residency(node).full_device
     assert pages is not None
     page = pages[5]
     hybrid.write_slots(Full, [page], hybrid.read_slots(Full, [page]) ^ 1)
@@ -79,7 +79,7 @@ def test_a_wrong_mamba_state_or_swa_row_is_caught(hybrid: UniCache) -> None:
     tokens = list(range(1, 9))
     h = insert_reference(hybrid, model, tokens)
     node = hybrid.match_prefix(tokens).device_node
-    state, swa = residency(node).dev_mamba, residency(node).dev_swa
+    state, swa = residency(node).mamba_device, residency(node).swa_device
     assert state is not None and swa is not None
     hybrid.write_slots(Mamba, [state], torch.zeros(1, 3, dtype=torch.int32))
     with pytest.raises(CorruptionError, match="mamba"):
@@ -99,7 +99,7 @@ def test_host_copies_are_checked_too() -> None:
     insert_reference(cache, model, tokens)
     cache.poll()
     node = cache.match_prefix(tokens).device_node
-    host = residency(node).host_full
+    host = residency(node).full_host
     assert host is not None
     oracle = DataOracle(cache, model)
     oracle.verify_tree()
@@ -118,6 +118,6 @@ def test_prefix_not_on_device_is_reported() -> None:
     cache.poll()
     node = cache.match_prefix(tokens).device_node
     cache.evict_device(Full, 64)
-    assert residency(node).dev_full is None
+    assert residency(node).full_device is None
     with pytest.raises(CorruptionError, match="not on device"):
         DataOracle(cache, model).verify_prefix(1, h, node, 8)

@@ -107,7 +107,7 @@ def test_a_corruption_stops_the_run_with_a_dump(tmp_path: Path, monkeypatch: pyt
 
     def sabotage(self: sched_mod.Scheduler, req: sched_mod.Request, m: MatchResult) -> bool:
         node = m.device_node
-        pages = residency(node).dev_full
+        pages = residency(node).full_device
         if m.device_len and pages:
             from unicache.markers import Full
 

@@ -72,7 +72,7 @@ def test_backups_move_the_exact_bytes_and_ack_through_the_inbox() -> None:
     done = cache.poll()
     assert done and all(c.status.value == "done" for c in done)
     (node,) = [x for x in cache.nodes() if x.parent is not None]
-    host = residency(node).host_full
+    host = residency(node).full_host
     assert host is not None
     assert torch.equal(cache.read_slots(Full, host, Tier.HOST), rows)
     assert cache.sanity_check().ok

@@ -328,7 +328,7 @@ def test_check_finds_bytes_changed_under_a_held_copy() -> None:
         assert check["clean"] is True and check["data"]["checked"] == 8 + 1
         cache = session.live("test")
         node = cache.node(2)
-        pages = residency(node).dev_full
+        pages = residency(node).full_device
         assert pages is not None
         cache.write_slots(Full, pages[:1], torch.full((1, 1, 4), 7.0))
         assert _run(session, "ack T1")["ok"]

@@ -17,7 +17,7 @@ from unicache.tree.node import Node
 from tests.unicache.support import residency
 
 _NODE_FIELDS = ("start", "end", "last_access", "hits", "slot", "dev_children", "lru", "alive")
-_RESIDENCY = ("dev_full", "host_full", "dev_swa", "host_swa", "dev_mamba", "host_mamba")
+_RESIDENCY = ("full_device", "full_host", "swa_device", "swa_host", "mamba_device", "mamba_host")
 
 
 def _allocator(alloc: SlotAllocator) -> tuple[object, ...]:
@@ -32,7 +32,7 @@ def _allocator(alloc: SlotAllocator) -> tuple[object, ...]:
 
 def _pins(node: Node) -> tuple[tuple[int, ...], ...]:
     out: list[tuple[int, ...]] = []
-    for pins in (residency(node).pins_full, residency(node).pins_swa, residency(node).pins_mamba):
+    for pins in (residency(node).full_pins, residency(node).swa_pins, residency(node).mamba_pins):
         out.append(tuple(sorted(pins.ids())) if pins is not None else ())
     return tuple(out)
 

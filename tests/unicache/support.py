@@ -146,10 +146,11 @@ def chain(cache: UniCache, driver: Driver, tokens: Sequence[int], cuts: Sequence
 class Residency:
     """One node's per-component state, read through its cache's component stores.
 
-    A test-side view with the names the flat `Node` fields had (`dev_full`,
-    `host_full`, `pins_swa`, ...). An unconfigured component reads None.
-    The setters write the stores' columns directly: they exist only to
-    inject faults a sanity check must catch.
+    A test-side view, one property per component and tier (`full_device`,
+    `full_host`, `swa_pins`, ...): what the flat `Node` fields held before
+    the stores owned it. An unconfigured component reads None. The setters
+    write the stores' columns directly: they exist only to inject faults a
+    sanity check must catch.
     """
 
     __slots__ = ("node", "comps")
@@ -161,62 +162,62 @@ class Residency:
         self.comps = owner.components
 
     @property
-    def dev_full(self) -> list[int] | None:
+    def full_device(self) -> list[int] | None:
         return self.comps.full.device_slots(self.node)
 
-    @dev_full.setter
-    def dev_full(self, pages: list[int] | None) -> None:
+    @full_device.setter
+    def full_device(self, pages: list[int] | None) -> None:
         self.comps.full.dev[self.node.slot] = pages
 
     @property
-    def host_pages(self) -> array[int] | None:
+    def full_host_pages(self) -> array[int] | None:
         return self.comps.full.host_slots(self.node)
 
-    @host_pages.setter
-    def host_pages(self, pages: array[int] | None) -> None:
+    @full_host_pages.setter
+    def full_host_pages(self, pages: array[int] | None) -> None:
         self.comps.full.host_col[self.node.slot] = pages
 
     @property
-    def host_full(self) -> list[int] | None:
+    def full_host(self) -> list[int] | None:
         return self.comps.full.host_list(self.node)
 
     @property
-    def dev_swa(self) -> list[int] | None:
+    def swa_device(self) -> list[int] | None:
         return self.comps.swa.device_slots(self.node) if self.comps.has_swa else None
 
     @property
-    def host_swa(self) -> list[int] | None:
+    def swa_host(self) -> list[int] | None:
         return self.comps.swa.host_list(self.node) if self.comps.has_swa else None
 
     @property
-    def dev_mamba(self) -> int | None:
+    def mamba_device(self) -> int | None:
         return self.comps.mamba.device_state(self.node) if self.comps.has_mamba else None
 
     @property
-    def host_mamba(self) -> int | None:
+    def mamba_host(self) -> int | None:
         return self.comps.mamba.host_state(self.node) if self.comps.has_mamba else None
 
     @property
-    def pins_full(self) -> PinSet[Full, Node] | None:
+    def full_pins(self) -> PinSet[Full, Node] | None:
         return self.comps.full.pins(self.node)
 
-    @pins_full.setter
-    def pins_full(self, pins: PinSet[Full, Node] | None) -> None:
+    @full_pins.setter
+    def full_pins(self, pins: PinSet[Full, Node] | None) -> None:
         if pins is None:
             self.comps.full.pin_sets.pop(self.node.slot, None)
         else:
             self.comps.full.pin_sets[self.node.slot] = pins
 
     @property
-    def pins_swa(self) -> PinSet[SWA, Node] | None:
+    def swa_pins(self) -> PinSet[SWA, Node] | None:
         return self.comps.swa.pins(self.node) if self.comps.has_swa else None
 
     @property
-    def pins_mamba(self) -> PinSet[Mamba, Node] | None:
+    def mamba_pins(self) -> PinSet[Mamba, Node] | None:
         return self.comps.mamba.pins(self.node) if self.comps.has_mamba else None
 
-    @pins_mamba.setter
-    def pins_mamba(self, pins: PinSet[Mamba, Node] | None) -> None:
+    @mamba_pins.setter
+    def mamba_pins(self, pins: PinSet[Mamba, Node] | None) -> None:
         if pins is None:
             self.comps.mamba.pin_sets.pop(self.node.slot, None)
         else:
@@ -234,21 +235,21 @@ def residency(node: Node) -> Residency:
 
 def dev_full_of(node: Node) -> list[int] | None:
     """Read through a call, so mypy does not keep a narrowing across cache operations."""
-    return residency(node).dev_full
+    return residency(node).full_device
 
 
 def host_full_of(node: Node) -> list[int] | None:
-    return residency(node).host_full
+    return residency(node).full_host
 
 
 def dev_aux_of(node: Node) -> tuple[list[int] | None, int | None]:
     r = residency(node)
-    return r.dev_swa, r.dev_mamba
+    return r.swa_device, r.mamba_device
 
 
 def states_of(node: Node) -> tuple[int | None, int | None]:
     r = residency(node)
-    return r.dev_mamba, r.host_mamba
+    return r.mamba_device, r.mamba_host
 
 
 def is_alive(node: Node) -> bool:

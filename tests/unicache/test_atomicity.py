@@ -223,7 +223,7 @@ def _bad_arguments(w: World, other: UniCache, other_receipt: Borrowed[LockReceip
             InvalidArgumentError, (-2,))
     refused(cache, "free_device(out of range)", lambda: cache.free_device(Full, [cap + 3]),
             InvalidSlotError, (cap + 3,))
-    owned = next((p[0] for p in (residency(x).dev_full for x in w.live_nodes()) if p), None)
+    owned = next((p[0] for p in (residency(x).full_device for x in w.live_nodes()) if p), None)
     if owned is not None:
         refused(cache, "free_device(tree-owned)", lambda: cache.free_device(Full, [owned]),
                 InvalidSlotError, (owned,))

@@ -58,8 +58,8 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
     cache.backup(a)
     d.settle()
     cache.evict_device(Full, 8)
-    host = residency(a).host_full
-    assert residency(a).dev_full is None and host is not None
+    host = residency(a).full_host
+    assert residency(a).full_device is None and host is not None
     pages = len(host)
     used = {k: s.used for k, s in cache.pools.stats().items()}
     moved = _counting_copies(cache)
@@ -73,7 +73,7 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
     assert grown["mamba.device"] == 1
     for t in tickets:  # each holds its own leases over the node it reads
         assert t.full is not None and t.mamba is not None
-        apins = residency(a).pins_full
+        apins = residency(a).full_pins
         assert apins is not None and t.full in apins
     assert cache.sanity_check().ok, cache.sanity_check().describe()
     d.engine.complete(first.id, ok)
@@ -133,7 +133,7 @@ def test_a_load_back_needing_more_than_the_copy_in_flight_does_not_join(
     cache.backup(b)
     d.settle()
     cache.evict_device(Full, 8)
-    assert residency(a).dev_full is None and residency(b).dev_full is None
+    assert residency(a).full_device is None and residency(b).full_device is None
     t1 = cache.load_back(a)
     t2 = cache.load_back(b)  # needs b too, which t1's copy does not move
     assert t1 is not None and t2 is not None and d.engine.held() == [t1.id, t2.id]

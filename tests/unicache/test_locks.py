@@ -18,13 +18,13 @@ def test_lock_records_what_it_locked_and_split_keeps_pins(make_cache: MakeCache)
     assert d.serve(SEQ[:4] + [7, 7, 7, 7]) is not None  # splits the locked node at 4
     upper = a.parent
     assert upper is not None and upper.end == 4
-    for pins, lease in ((residency(upper).pins_full, r.full), (residency(upper).pins_swa, r.swa)):
+    for pins, lease in ((residency(upper).full_pins, r.full), (residency(upper).swa_pins, r.swa)):
         assert pins is not None and lease in pins  # every fragment pinned by the same leases
-    mpins = residency(upper).pins_mamba
+    mpins = residency(upper).mamba_pins
     assert mpins is not None and r.mamba in mpins
     assert cache.sanity_check().ok
     assert cache.evict_device(Full, 100) == 4  # only the other branch can go
-    assert dev_full_of(a) is not None and residency(upper).dev_full is not None
+    assert dev_full_of(a) is not None and residency(upper).full_device is not None
     cache.unlock(r)
     for x in cache.nodes():
         assert not residency(x).pinned()
@@ -58,7 +58,7 @@ def test_dropped_receipt_is_a_leak_that_unpins(make_cache: MakeCache) -> None:
 
 
 def _pin_sets(node: Node) -> tuple[object, object, object]:
-    return residency(node).pins_full, residency(node).pins_swa, residency(node).pins_mamba
+    return residency(node).full_pins, residency(node).swa_pins, residency(node).mamba_pins
 
 
 def test_a_pin_set_left_empty_is_dropped(make_cache: MakeCache) -> None:
@@ -68,7 +68,7 @@ def test_a_pin_set_left_empty_is_dropped(make_cache: MakeCache) -> None:
     r2 = cache.lock(a)
     assert all(p is not None for p in _pin_sets(a))
     cache.unlock(r1)
-    apins = residency(a).pins_full
+    apins = residency(a).full_pins
     assert apins is not None and r2.full in apins and len(apins) == 1
     cache.unlock(r2)
     assert _pin_sets(a) == (None, None, None)

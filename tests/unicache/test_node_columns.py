@@ -6,7 +6,6 @@ from typing import final
 
 from tests.unicache.conftest import MakeCache
 from tests.unicache.support import SEQ, chain
-from unicache import Full
 from unicache.components.paged import PagedStore
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.radix import RadixTree
