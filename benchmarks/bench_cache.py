@@ -40,7 +40,9 @@ import tracemalloc
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
+
+from leases import PinSet
 
 from rich.console import Console
 from rich.table import Table
@@ -75,15 +77,59 @@ def _cache(depth: int, iters: int, policy: str = "write_back") -> UniCache:
     return cache
 
 
-def _bare(depth: int) -> tuple[RadixTree, SlotAllocator, list[int]]:
+class _BareColumns:
+    """The baseline's per-node residency: device and host pages by node slot (no pin sets)."""
+
+    __slots__ = ("dev", "host")
+
+    def __init__(self) -> None:
+        self.dev: list[list[int] | None] = [None]
+        self.host: list[array[int] | None] = [None]
+
+    def columns(self) -> int:
+        return len(self.dev)
+
+    def grow(self) -> None:
+        self.dev.append(None)
+        self.host.append(None)
+
+    def clear(self, slot: int) -> None:
+        self.dev[slot] = None
+        self.host[slot] = None
+
+    def truncate(self) -> None:
+        del self.dev[1:]
+        del self.host[1:]
+
+    def init_root(self, root: Node) -> None:
+        self.dev[root.slot] = []
+
+    def split(self, upper: Node, lower: Node, pages: int) -> None:
+        d = self.dev[lower.slot]
+        if d is not None:
+            self.dev[upper.slot], self.dev[lower.slot] = d[:pages], d[pages:]
+
+    @property
+    def pin_sets(self) -> dict[int, PinSet[Any, Node]]:
+        return {}
+
+
+def _bare_tree() -> tuple[RadixTree, _BareColumns]:
     tree = RadixTree(1)
+    cols = _BareColumns()
+    tree.register(Full, cols)
+    return tree, cols
+
+
+def _bare(depth: int) -> tuple[RadixTree, SlotAllocator, list[int], _BareColumns]:
+    tree, cols = _bare_tree()
     alloc = SlotAllocator("bare", (depth + 100_000) * EDGE)
     toks = _tokens(depth)
     node = tree.root
     for i in range(depth):
         node = tree.add_leaf(node, encode_tokens(toks[i * EDGE : (i + 1) * EDGE]))
-        node.dev_full = alloc.alloc(EDGE)
-    return tree, alloc, toks
+        cols.dev[node.slot] = alloc.alloc(EDGE)
+    return tree, alloc, toks, cols
 
 
 def _pin_counts(tree: RadixTree) -> list[int]:
@@ -128,7 +174,7 @@ def _time_split(
 def bench_match(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     cache = _cache(depth, 0)
     toks = array("q", _tokens(depth))
-    tree, _, _ = _bare(depth)
+    tree, _, _, _ = _bare(depth)
     n = len(toks)
     clock = [0]
 
@@ -149,7 +195,7 @@ def bench_match(depth: int, iters: int, repeats: int) -> tuple[float, float]:
 def bench_lock(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     cache = _cache(depth, 0)
     node = cache.match_prefix(_tokens(depth)).device_node
-    tree, _, toks = _bare(depth)
+    tree, _, toks, _ = _bare(depth)
     pins = _pin_counts(tree)  # the baseline's integer pin per node
     leaf = tree.walk(encode_tokens(toks), len(toks))[0]
 
@@ -173,7 +219,8 @@ def bench_lock(depth: int, iters: int, repeats: int) -> tuple[float, float]:
 def bench_insert(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     total = iters * repeats
     cache = _cache(depth, total)
-    tree, alloc, _ = _bare(depth)
+    tree, alloc, _, cols = _bare(depth)
+    dev = cols.dev
     seqs = [array("q", _tokens(depth, i + 1)) for i in range(total)]
     start = depth * EDGE
     n = len(seqs[0])
@@ -191,7 +238,7 @@ def bench_insert(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         k[1] += 1
         node, pos, _path = tree.walk(t, n)
         leaf = tree.add_leaf(node, t[pos * TOKEN_BYTES :])
-        leaf.dev_full = alloc.alloc(EDGE)
+        dev[leaf.slot] = alloc.alloc(EDGE)
 
     return _time(ours, iters, repeats), _time(base, iters, repeats)
 
@@ -206,13 +253,14 @@ def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         res = cache.insert(_tokens(depth, i + 1), pages, start=start)
         cache.backup(res.node)
     cache.poll()
-    tree, alloc, toks = _bare(depth)
+    tree, alloc, toks, cols = _bare(depth)
+    dev, host = cols.dev, cols.host
     bottom = tree.walk(encode_tokens(toks), len(toks))[0]
     heap: list[tuple[int, int, Node]] = []
     for i in range(total):
         leaf = tree.add_leaf(bottom, encode_tokens([100_000 + i + 1] * EDGE))
-        leaf.dev_full = alloc.alloc(EDGE)
-        leaf.host_pages = array("i")
+        dev[leaf.slot] = alloc.alloc(EDGE)
+        host[leaf.slot] = array("i")
         leaf.last_access = i
         heap.append((i, leaf.id, leaf))
     heapq.heapify(heap)
@@ -224,10 +272,12 @@ def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     def base(_: int) -> None:
         while heap:
             x = heapq.heappop(heap)[2]
-            if pins[x.id] or x.dev_full is None or x.host_pages is None:
+            slot = x.slot
+            pages = dev[slot]
+            if pins[x.id] or pages is None or host[slot] is None:
                 continue
-            alloc.free(x.dev_full)
-            x.dev_full = None
+            alloc.free(pages)
+            dev[slot] = None
             return
 
     return _time(ours, iters, repeats), _time(base, iters, repeats)
@@ -239,10 +289,11 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
     leaf = cache.match_prefix(toks).device_node
     cache.backup(leaf)
     cache.poll()
-    tree, alloc, btoks = _bare(depth)
+    tree, alloc, btoks, cols = _bare(depth)
+    dev, host = cols.dev, cols.host
     pins = _pin_counts(tree)  # the baseline's integer pin per node
     bleaf = tree.walk(encode_tokens(btoks), len(btoks))[0]
-    bleaf.host_pages = array("i", range(EDGE))
+    host[bleaf.slot] = array("i", range(EDGE))
 
     def evict() -> None:
         assert cache.evict_device(Full, EDGE) == EDGE
@@ -254,26 +305,27 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
         t.result()
 
     def demote() -> None:
-        pages = bleaf.dev_full
+        pages = dev[bleaf.slot]
         assert pages is not None
         alloc.free(pages)
-        bleaf.dev_full = None
+        dev[bleaf.slot] = None
 
     def base() -> None:
         chain: list[Node] = []
         x: Node | None = bleaf
-        while x is not None and x.dev_full is None:
+        while x is not None and dev[x.slot] is None:
             chain.append(x)
             x = x.parent
         src: list[int] = []
         for y in chain:
             pins[y.id] += 1
-            assert y.host_pages is not None
-            src += y.host_pages
+            hp = host[y.slot]
+            assert hp is not None
+            src += hp
         dst = alloc.alloc(len(src))
         assert dst is not None
         for y in chain:
-            y.dev_full = dst
+            dev[y.slot] = dst
             pins[y.id] -= 1
 
     return (
@@ -294,12 +346,12 @@ def bytes_per_node(nodes: int) -> dict[str, float]:
         assert p is not None
         cache.insert(s, p)
     ours = (tracemalloc.get_traced_memory()[0] - before) / nodes
-    tree = RadixTree(1)
+    tree, cols = _bare_tree()
     plain = [list(range(EDGE)) for _ in range(nodes)]
     before = tracemalloc.get_traced_memory()[0]
     for s, p in zip(seqs, plain):
         leaf = tree.add_leaf(tree.root, encode_tokens(s))
-        leaf.dev_full = p
+        cols.dev[leaf.slot] = p
     bare = (tracemalloc.get_traced_memory()[0] - before) / nodes
     leaves = [cache.match_prefix(s).device_node for s in seqs]
     before = tracemalloc.get_traced_memory()[0]

@@ -154,8 +154,9 @@ def measure(drv: Driver, samples: int, rng: random.Random) -> dict[str, tuple[fl
             cache.poll()
             per["backup"].append((clock() - t0, 1))
         gc.enable()
+        full = cache.components.full
         for y in list(cache.nodes()):
-            if y.parent is not None and y.dev_children == 0 and y.dev_full is not None and y.host_pages is None:
+            if y.parent is not None and full.is_device_leaf(y) and not full.on_host(y):
                 cache.backup(y)
         cache.poll()
         gc.collect()
@@ -168,14 +169,14 @@ def measure(drv: Driver, samples: int, rng: random.Random) -> dict[str, tuple[fl
             assert freed >= 1
         assert cache.counters.device_evictions > before
         gc.enable()
-        evicted = [x for x in cache.nodes() if x.dev_full is None and x.host_pages is not None]
+        evicted = [x for x in cache.nodes() if not full.on_device(x) and full.on_host(x)]
         gc.collect()
         gc.disable()
         for leaf in rng.sample(evicted, min(samples, len(evicted))):
-            if leaf.alive and leaf.dev_full is None:
+            if leaf.alive and not full.on_device(leaf):
                 chain = 0
                 x: Node | None = leaf
-                while x is not None and x.parent is not None and x.dev_full is None:
+                while x is not None and x.parent is not None and not full.on_device(x):
                     chain += 1
                     x = x.parent
                 t0 = clock()

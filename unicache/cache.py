@@ -103,6 +103,7 @@ class UniCache:
         tickets = self.ticket_table = TicketTable()
         splits = SplitCarrier(ledger, counters, comps)
         tree = self._tree = RadixTree(ps, count(1), owner=self, on_split=splits.on_split)
+        comps.attach(tree)
         removal = NodeRemoval(tree, comps)
         blocks = BlockLog(comps, counters, reasons, ledger)
         reclaimer = self._reclaimer = DuplicateReclaimer(comps.full, counters, reasons, ledger)
@@ -124,9 +125,9 @@ class UniCache:
             config.write_through_threshold,
         )
         self._matcher = Matcher(
-            tree, counters, ps, comps.has_swa, window, comps.has_mamba, max(1, config.load_back_threshold)
+            tree, comps, counters, ps, window, max(1, config.load_back_threshold)
         )
-        self._locks = Locks(tree, ledger, counters, reasons, comps.has_swa, window, comps.has_mamba, name)
+        self._locks = Locks(tree, comps, ledger, counters, reasons, window, name)
         self._resetter = Resetter(ledger, tickets, self.pools, tree, comps, removal, counters)
 
     def __repr__(self) -> str:
@@ -148,11 +149,11 @@ class UniCache:
     def _check_node(self, node: Node) -> None:
         if type(node) is not Node:
             raise InvalidArgumentError(f"expected a Node of this cache, got {type(node).__name__}")
-        if node.tree is not self:
-            owner = node.tree
+        if node.tree.owner is not self:
+            owner = node.tree.owner
             name = owner.config.ledger_name if isinstance(owner, UniCache) else str(owner)
             raise ForeignObjectError("node", node.id, self.config.ledger_name, name)
-        if not node.alive:
+        if not node.slot:
             raise UnknownNodeError(node.id, "is not a live node of this cache (removed or reset)")
 
     def _check_count(self, op: str, component: type, n: int) -> int:
@@ -216,7 +217,7 @@ class UniCache:
         i = self.components.index(component)
         if i == MAMBA:
             raise InvalidArgumentError("path_pages: Mamba has one state per node, not pages")
-        return path_pages(node, i, component.__name__, tier)
+        return path_pages(node, self.components.by_index[i], tier)
 
     def lock(self, node: Node) -> LockReceipt:
         """Lock the path ending at `node` (its device-resident part) for a running request.

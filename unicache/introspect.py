@@ -111,21 +111,21 @@ def node_info(cache: CacheView, node: Node) -> NodeInfo:
         node.last_access,
         node.hits,
     )
-    info.components["Full"] = ComponentState(
-        list(node.dev_full) if node.dev_full is not None else None,
-        list(node.host_full) if node.host_full is not None else None,
-        _ids(node.pins_full),
-    )
-    if cache.config.swa_window is not None:
-        info.components["SWA"] = ComponentState(
-            list(node.dev_swa) if node.dev_swa is not None else None,
-            list(node.host_swa) if node.host_swa is not None else None,
-            _ids(node.pins_swa),
-        )
-    if cache.config.mamba:
-        info.components["Mamba"] = ComponentState(
-            node.dev_mamba, node.host_mamba, _ids(node.pins_mamba)
-        )
+    comps = cache.components
+    for st in comps.configured:
+        if st is comps.mamba:
+            mamba = comps.mamba
+            info.components[st.name] = ComponentState(
+                mamba.device_state(node), mamba.host_state(node), _ids(st.pins(node))
+            )
+        else:
+            dev = st.device_slots(node)
+            host = st.host_slots(node)
+            info.components[st.name] = ComponentState(
+                list(dev) if dev is not None else None,
+                list(host) if host is not None else None,
+                _ids(st.pins(node)),
+            )
     return info
 
 

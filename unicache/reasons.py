@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from unicache.components.markers import component_name
+from unicache.markers import component_name
 from unicache.transfer.base import Tier
 
 if TYPE_CHECKING:

@@ -6,10 +6,11 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
 from leases import PinSet
 
-from unicache.components.full import is_device_leaf
-from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 from unicache.errors import CacheError
 from unicache.owners import LeaseOwner
 from unicache.tickets import BackupTicket, LoadBack
@@ -102,10 +103,10 @@ _NAMES = ("Full", "SWA", "Mamba")
 _MARKERS: tuple[type, ...] = (Full, SWA, Mamba)
 
 
-def _pinsets(
-    node: Node,
-) -> tuple[PinSet[Full, Node] | None, PinSet[SWA, Node] | None, PinSet[Mamba, Node] | None]:
-    return node.pins_full, node.pins_swa, node.pins_mamba
+def _pinsets(cache: CacheView, node: Node) -> list[PinSet[Any, Node] | None]:
+    """The node's pin set of each component, by index (None for an unconfigured one)."""
+    comps = cache.components
+    return [st.pins(node) if st in comps.configured else None for st in comps.by_index]
 
 
 def sanity_check(cache: CacheView) -> SanityReport:
@@ -123,7 +124,10 @@ def sanity_check(cache: CacheView) -> SanityReport:
 
 
 def _check_structure(cache: CacheView, nodes: list[Node], ps: int, r: SanityReport) -> None:
-    cfg = cache.config
+    comps = cache.components
+    full = comps.full
+    paged = [st for st in (comps.full, comps.swa) if st in comps.configured]
+    aux = comps.configured[1:]
     if cache.node_count != len(nodes):
         r.add("count", f"tree size {cache.node_count} != {len(nodes)} nodes reachable")
     ids = Counter(x.id for x in nodes)
@@ -131,7 +135,7 @@ def _check_structure(cache: CacheView, nodes: list[Node], ps: int, r: SanityRepo
         if k > 1:
             r.add("ids", f"node id {nid} appears {k} times")
     for x in nodes:
-        if not x.alive or x.tree is not cache:
+        if not x.alive or x.tree.owner is not cache:
             r.add("links", "reachable node is dead or belongs to another cache", node=x)
         parent = x.parent
         if parent is None:
@@ -147,35 +151,53 @@ def _check_structure(cache: CacheView, nodes: list[Node], ps: int, r: SanityRepo
         if x.start != parent.end or x.end != x.start + klen:
             r.add("links", f"positions [{x.start}, {x.end}) after parent end {parent.end}", node=x)
         pages = klen // ps
-        for name, val in (
-            ("dev_full", x.dev_full),
-            ("host_full", x.host_pages),
-            ("dev_swa", x.dev_swa),
-            ("host_swa", x.host_swa_pages),
-        ):
-            if val is not None and len(val) != pages:
-                r.add("residency", f"{name} has {len(val)} pages for {pages}", node=x)
-        if x.dev_full is None and x.host_pages is None:
+        for st in paged:
+            for tier, val in (("device", st.device_slots(x)), ("host", st.host_slots(x))):
+                if val is not None and len(val) != pages:
+                    r.add("residency", f"{st.name} {tier} has {len(val)} pages for {pages}", node=x)
+        on_dev = full.on_device(x)
+        if not on_dev and not full.on_host(x):
             r.add("residency", "Full KV on neither tier", node=x, component="Full")
-        if x.dev_full is not None and parent.dev_full is None:
+        if on_dev and not full.on_device(parent):
             r.add("residency", "Full on device below a host-only parent", node=x, component="Full")
-        if x.dev_swa is not None and x.dev_full is None:
-            r.add("residency", "SWA on device without Full on device", node=x, component="SWA")
-        if x.dev_mamba is not None and x.dev_full is None:
-            r.add("residency", "Mamba on device without Full on device", node=x, component="Mamba")
-        if cfg.swa_window is None and (x.dev_swa is not None or x.host_swa_pages is not None):
-            r.add("residency", "SWA data in a cache without SWA", node=x, component="SWA")
-        if not cfg.mamba and (x.dev_mamba is not None or x.host_mamba is not None):
-            r.add("residency", "Mamba data in a cache without Mamba", node=x, component="Mamba")
-        devc = sum(1 for c in x.children.values() if c.dev_full is not None)
+        for other in aux:
+            if not on_dev and other.device_slots(x) is not None:
+                r.add("residency", f"{other.name} on device without Full on device", node=x,
+                      component=other.name)
+        devc = sum(1 for c in x.children.values() if full.on_device(c))
         if x.dev_children != devc:
             r.add("count", f"dev_children {x.dev_children} != {devc} device children", node=x)
     root = cache.root
-    devc = sum(1 for c in root.children.values() if c.dev_full is not None)
+    devc = sum(1 for c in root.children.values() if full.on_device(c))
     if root.dev_children != devc:
         r.add("count", f"dev_children {root.dev_children} != {devc} device children", node=root)
-    if root.dev_full != [] or root.host_full != []:
+    if full.device_slots(root) != [] or full.host_list(root) != []:
         r.add("residency", "the root must hold empty Full lists", node=root)
+    _check_columns(cache, nodes, r)
+
+
+def _check_columns(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
+    """Every configured store's columns are as long as the tree's slots; slots are unique; slot 0 is empty."""
+    comps = cache.components
+    slots = Counter(x.slot for x in nodes)
+    for slot, k in slots.items():
+        if slot == 0:
+            r.add("slots", f"{k} live nodes hold the null slot 0")
+        elif k > 1:
+            r.add("slots", f"slot {slot} is held by {k} live nodes")
+    size = comps.full.columns()
+    for st in comps.by_index:
+        n = st.columns()
+        if st not in comps.configured:
+            if n != 1:
+                r.add("slots", f"unconfigured {st.name} holds {n} column entries (only the null slot)")
+            continue
+        if n != size:
+            r.add("slots", f"{st.name} columns hold {n} slots, Full's {size}")
+        if any(x.slot >= n for x in nodes):
+            r.add("slots", f"{st.name} columns ({n}) are shorter than a live node's slot")
+        if not st.null_slot_empty():
+            r.add("slots", f"{st.name} holds state in the null slot 0", component=st.name)
 
 
 def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
@@ -191,7 +213,7 @@ def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     for x in nodes:
         if x.parent is None:
             continue
-        for store in cache.components.by_index:
+        for store in cache.components.configured:
             own(store.marker, Tier.DEVICE, store.device_slots(x))
             own(store.marker, Tier.HOST, store.host_slots(x))
     for t in cache.live_tickets():
@@ -328,14 +350,14 @@ def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
             if not x.alive:
                 r.add("pin", "lease pins a dead node", node=x, component=name, lease=lease.id)
                 continue
-            if ci < 0 or _pinsets(x)[ci] is not held_in:
+            if ci < 0 or _pinsets(cache, x)[ci] is not held_in:
                 r.add("pin", "lease sits in a pin set its node does not hold",
                       node=x, component=name, lease=lease.id)
             expected.setdefault((x.id, ci), set()).add(lease.id)
     node_ids = {x.id for x in nodes}
     for x in nodes:
         total = 0
-        for ci, p in enumerate(_pinsets(x)):
+        for ci, p in enumerate(_pinsets(cache, x)):
             name = _NAMES[ci]
             actual: set[int] = set()
             if p is not None:
@@ -363,6 +385,7 @@ def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
 def _check_tickets(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     epoch = cache.ledger.epoch
     ps = cache.config.page_size
+    full = cache.components.full
     for t in cache.live_tickets():
         if t.generation != epoch:
             r.add("ticket", f"live ticket {t.id} of generation {t.generation} in epoch {epoch}")
@@ -375,9 +398,9 @@ def _check_tickets(cache: CacheView, nodes: list[Node], r: SanityReport) -> None
         if isinstance(t, BackupTicket):
             x: Node | None = t.node
             while x is not None and x.parent is not None and x.start >= t.full_start:
-                if x.dev_full is None:
+                if not full.on_device(x):
                     r.add("ticket", f"backup {t.id} reads a node with no device Full", node=x)
-                p = x.pins_full
+                p = full.pins(x)
                 if t.full is not None and (p is None or t.full not in p):
                     r.add("ticket", f"backup {t.id} source not pinned by its Full lease",
                           node=x, component="Full", lease=t.full.id)
@@ -396,10 +419,10 @@ def _check_tickets(cache: CacheView, nodes: list[Node], r: SanityReport) -> None
             x = t.node
             spanned = 0
             while x is not None and x.parent is not None and x.start >= t.full_start:
-                if x.host_pages is None:
+                if not full.on_host(x):
                     r.add("ticket", f"load-back {t.id} reads a node with no host Full", node=x,
                           component="Full")
-                p = x.pins_full
+                p = full.pins(x)
                 if t.full is None or p is None or t.full not in p:
                     r.add("ticket", f"load-back {t.id} source not pinned by its Full lease",
                           node=x, component="Full", lease=t.full.id if t.full else None)
@@ -418,21 +441,20 @@ def _check_heaps(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
         alive_entries = sum(1 for e in heap.heap if e[3].alive)
         if bits != alive_entries:
             r.add("lru", f"heap bit {heap.bit}: {bits} nodes flagged, {alive_entries} live entries")
-    dups = cache.components.full.dups
+    full = cache.components.full
+    dups = full.dups
+    aux = cache.components.configured[1:]
     for x in nodes:
         if x.parent is None:
             continue
-        if is_device_leaf(x) and not x.lru & dev[FULL].bit:
+        if full.is_device_leaf(x) and not x.lru & full.lru_device.bit:
             r.add("lru", "device leaf missing from the Full eviction heap", node=x)
-        if x.dev_swa is not None and not x.lru & dev[SWA_IDX].bit:
-            r.add("lru", "device SWA missing from the SWA eviction heap", node=x)
-        if x.dev_mamba is not None and not x.lru & dev[MAMBA].bit:
-            r.add("lru", "device Mamba missing from the Mamba eviction heap", node=x)
-        if x.dev_full is None and not x.children and not x.lru & host[FULL].bit:
+        for st in aux:
+            if st.device_slots(x) is not None and not x.lru & st.lru_device.bit:
+                r.add("lru", f"device {st.name} missing from the {st.name} eviction heap", node=x)
+            if st.host_slots(x) is not None and not x.lru & st.lru_host.bit:
+                r.add("lru", f"host {st.name} missing from the host {st.name} heap", node=x)
+        if not full.on_device(x) and not x.children and not x.lru & full.lru_host.bit:
             r.add("lru", "host leaf missing from the host eviction heap", node=x)
-        if x.host_swa_pages is not None and not x.lru & host[SWA_IDX].bit:
-            r.add("lru", "host SWA missing from the host SWA heap", node=x)
-        if x.host_mamba is not None and not x.lru & host[MAMBA].bit:
-            r.add("lru", "host Mamba missing from the host Mamba heap", node=x)
-        if x.dev_full is not None and x.host_pages is not None and x.id not in dups:
+        if full.on_device(x) and full.on_host(x) and x.id not in dups:
             r.add("dups", "Full on both tiers but not tracked as a host duplicate", node=x)

@@ -11,6 +11,7 @@ from tests.dump.conftest import Busy
 from unicache.dump import CrashDump, capture, dump_on_error, load_dump, write_crash_dump
 from unicache.errors import UnknownTicketError
 from unicache.transfer.base import Ack
+from tests.unicache.support import residency
 
 
 def test_capture_counts_refusal_reasons_in_extra(busy: Busy) -> None:
@@ -39,16 +40,17 @@ def test_capture_matches_the_cache(busy: Busy) -> None:
         d = dump.nodes[node.id]
         assert (d.parent, d.start, d.end, d.key) == (node.parent.id if node.parent else None, node.start, node.end,
                                                      node.key)
-        assert d.components["full"].device == (tuple(node.dev_full) if node.dev_full is not None else None)
-        assert d.components["mamba"].host == node.host_mamba
-        for name, pins in (("full", node.pins_full), ("swa", node.pins_swa), ("mamba", node.pins_mamba)):
+        dev = residency(node).full_device
+        assert d.components["full"].device == (tuple(dev) if dev is not None else None)
+        assert d.components["mamba"].host == residency(node).mamba_host
+        for name, pins in (("full", residency(node).full_pins), ("swa", residency(node).swa_pins), ("mamba", residency(node).mamba_pins)):
             assert list(d.components[name].pins) == ([] if pins is None else pins.ids())
     live = cache.ledger.live()
     assert list(dump.leases) == [lease.id for lease in live]
     for lease in live:
         dl = dump.leases[lease.id]
         pinned_by = [n.id for n in cache.nodes() if any(
-            p is not None and lease in p for p in (n.pins_full, n.pins_swa, n.pins_mamba))]
+            p is not None and lease in p for p in (residency(n).full_pins, residency(n).swa_pins, residency(n).mamba_pins))]
         assert (dl.component, dl.owner, dl.generation, dl.site) == (
             lease.component.__name__.lower(), str(lease.owner), lease.generation, lease.site)
         assert list(dl.nodes) == pinned_by

@@ -13,6 +13,7 @@ from unicache.transfer.cuda import CudaEngine, CudaUnavailableError, cuda_availa
 from unicache.transfer.simulated import FaultSpec, SimulatedEngine
 
 from .conftest import model_for, small_config
+from tests.unicache.support import residency
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -50,8 +51,9 @@ def test_backup_and_load_back_round_trip_on_the_gpu() -> None:
             break
         torch.cuda.synchronize()
     node = cache.match_prefix(tokens).device_node
-    assert node.host_full is not None
-    host = cache.read_slots(Full, node.host_full, Tier.HOST).reshape(16, -1)
+    host_rows = residency(node).full_host
+    assert host_rows is not None
+    host = cache.read_slots(Full, host_rows, Tier.HOST).reshape(16, -1)
     assert torch.equal(host, model.kv(h, 0, 16))
     cache.evict_device(Full, 64)
     m = cache.match_prefix(tokens)
@@ -64,7 +66,8 @@ def test_backup_and_load_back_round_trip_on_the_gpu() -> None:
         torch.cuda.synchronize()
     assert t.result().ok
     m = cache.match_prefix(tokens)
-    assert m.device_len == 16 and m.device_node.dev_full is not None
-    dev = cache.read_slots(Full, m.device_node.dev_full).reshape(16, -1)
+    dev_pages = residency(m.device_node).full_device
+    assert m.device_len == 16 and dev_pages is not None
+    dev = cache.read_slots(Full, dev_pages).reshape(16, -1)
     assert torch.equal(dev, model.kv(h, 0, 16))
     cache.engine.close()

@@ -7,7 +7,7 @@ from array import array
 import pytest
 
 from unicache.cache import UniCache
-from unicache.components.markers import Full
+from unicache.markers import Full
 from unicache.engine.errors import SchedulerStuckError
 from unicache.engine.liveness import check_not_stuck, liveness_bound
 from unicache.engine.request import Request

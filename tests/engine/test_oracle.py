@@ -13,6 +13,7 @@ from unicache.engine.reference import PrefixHashes, ReferenceModel
 from unicache.transfer.base import Tier
 
 from .conftest import make_cache, model_for
+from tests.unicache.support import residency
 
 
 def insert_reference(cache: UniCache, model: ReferenceModel, tokens: list[int]) -> PrefixHashes:
@@ -60,8 +61,9 @@ def test_a_wrong_full_row_is_named(hybrid: UniCache) -> None:
     tokens = list(range(1, 13))
     h = insert_reference(hybrid, model, tokens)
     node = hybrid.match_prefix(tokens).device_node
-    assert node.dev_full is not None
-    page = node.dev_full[5]
+    pages = residency(node).full_device
+    assert pages is not None
+    page = pages[5]
     hybrid.write_slots(Full, [page], hybrid.read_slots(Full, [page]) ^ 1)
     with pytest.raises(CorruptionError) as info:
         DataOracle(hybrid, model).verify_prefix(3, h, node, 12)
@@ -77,12 +79,13 @@ def test_a_wrong_mamba_state_or_swa_row_is_caught(hybrid: UniCache) -> None:
     tokens = list(range(1, 9))
     h = insert_reference(hybrid, model, tokens)
     node = hybrid.match_prefix(tokens).device_node
-    assert node.dev_mamba is not None and node.dev_swa is not None
-    hybrid.write_slots(Mamba, [node.dev_mamba], torch.zeros(1, 3, dtype=torch.int32))
+    state, swa = residency(node).mamba_device, residency(node).swa_device
+    assert state is not None and swa is not None
+    hybrid.write_slots(Mamba, [state], torch.zeros(1, 3, dtype=torch.int32))
     with pytest.raises(CorruptionError, match="mamba"):
         DataOracle(hybrid, model).verify_prefix(0, h, node, 8)
-    hybrid.write_slots(Mamba, [node.dev_mamba], model.mamba_state(h, 8).unsqueeze(0))
-    last = node.dev_swa[-1]
+    hybrid.write_slots(Mamba, [state], model.mamba_state(h, 8).unsqueeze(0))
+    last = swa[-1]
     hybrid.write_slots(SWA, [last], hybrid.read_slots(SWA, [last]) + 1)
     with pytest.raises(CorruptionError, match="swa device") as info:
         DataOracle(hybrid, model).verify_prefix(0, h, node, 8)
@@ -96,10 +99,11 @@ def test_host_copies_are_checked_too() -> None:
     insert_reference(cache, model, tokens)
     cache.poll()
     node = cache.match_prefix(tokens).device_node
-    assert node.host_full is not None
+    host = residency(node).full_host
+    assert host is not None
     oracle = DataOracle(cache, model)
     oracle.verify_tree()
-    page = node.host_full[2]
+    page = host[2]
     cache.write_slots(Full, [page], cache.read_slots(Full, [page], Tier.HOST) + 5, Tier.HOST)
     with pytest.raises(CorruptionError, match="full host") as info:
         oracle.verify_tree()
@@ -114,6 +118,6 @@ def test_prefix_not_on_device_is_reported() -> None:
     cache.poll()
     node = cache.match_prefix(tokens).device_node
     cache.evict_device(Full, 64)
-    assert node.dev_full is None
+    assert residency(node).full_device is None
     with pytest.raises(CorruptionError, match="not on device"):
         DataOracle(cache, model).verify_prefix(1, h, node, 8)

@@ -10,6 +10,7 @@ import pytest
 from unicache.engine.replay import DEFAULT_TOKENS_PER_BLOCK, ReplayOptionError, ReplayOptions, run_replay
 from unicache.engine.report import REQUIRED_KEYS, healthy, without_timings
 from unicache.engine.timeline import Timeline
+from tests.unicache.support import residency
 
 COMPONENT_SETS = [("full",), ("full", "mamba"), ("full", "swa"), ("full", "swa", "mamba")]
 FAULTS = ["delay", "reorder", "duplicate", "fail"]
@@ -106,10 +107,11 @@ def test_a_corruption_stops_the_run_with_a_dump(tmp_path: Path, monkeypatch: pyt
 
     def sabotage(self: sched_mod.Scheduler, req: sched_mod.Request, m: MatchResult) -> bool:
         node = m.device_node
-        if m.device_len and node.dev_full:
+        pages = residency(node).full_device
+        if m.device_len and pages:
             from unicache.markers import Full
 
-            page = node.dev_full[0]
+            page = pages[0]
             self.cache.write_slots(Full, [page], self.cache.read_slots(Full, [page], Tier.DEVICE) + 1)
         return original(self, req, m)
 

@@ -15,6 +15,7 @@ from unicache.errors import EngineStateError, InvalidArgumentError
 from unicache.transfer.base import CopyOp, JobKind, Tier, TransferJob
 from unicache.transfer.simulated import FaultSpec
 from unicache.transfer.threaded import ThreadedEngine
+from tests.unicache.support import residency
 
 
 def _workers() -> list[threading.Thread]:
@@ -71,8 +72,9 @@ def test_backups_move_the_exact_bytes_and_ack_through_the_inbox() -> None:
     done = cache.poll()
     assert done and all(c.status.value == "done" for c in done)
     (node,) = [x for x in cache.nodes() if x.parent is not None]
-    assert node.host_pages is not None
-    assert torch.equal(cache.read_slots(Full, list(node.host_pages), Tier.HOST), rows)
+    host = residency(node).full_host
+    assert host is not None
+    assert torch.equal(cache.read_slots(Full, host, Tier.HOST), rows)
     assert cache.sanity_check().ok
     engine.close()
 

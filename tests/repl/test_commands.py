@@ -13,6 +13,7 @@ from unicache import Full
 from unicache.dump import load_dump
 from unicache.repl.executor import execute
 from unicache.repl.session import Session
+from tests.unicache.support import residency
 
 FULL_MAMBA = "new --components full,mamba --transfer manual --device-tokens 32 --mamba-slots 8\n"
 # t:1..8 backed up (T1, acked), evicted from the device, and loaded back by T2, whose ack is pending
@@ -327,8 +328,9 @@ def test_check_finds_bytes_changed_under_a_held_copy() -> None:
         assert check["clean"] is True and check["data"]["checked"] == 8 + 1
         cache = session.live("test")
         node = cache.node(2)
-        assert node.dev_full is not None
-        cache.write_slots(Full, node.dev_full[:1], torch.full((1, 1, 4), 7.0))
+        pages = residency(node).full_device
+        assert pages is not None
+        cache.write_slots(Full, pages[:1], torch.full((1, 1, 4), 7.0))
         assert _run(session, "ack T1")["ok"]
         check = _run(session, "check")
         assert check["ok"] and check["clean"] is False and check["violations"] == []

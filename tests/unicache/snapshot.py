@@ -14,11 +14,10 @@ from dataclasses import asdict, dataclass, fields
 from unicache import UniCache
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.node import Node
+from tests.unicache.support import residency
 
-_NODE_FIELDS = (
-    "start", "end", "last_access", "hits", "dev_full", "host_pages", "dev_swa",
-    "host_swa_pages", "dev_mamba", "host_mamba", "dev_children", "lru", "alive",
-)
+_NODE_FIELDS = ("start", "end", "last_access", "hits", "slot", "dev_children", "lru", "alive")
+_RESIDENCY = ("full_device", "full_host", "swa_device", "swa_host", "mamba_device", "mamba_host")
 
 
 def _allocator(alloc: SlotAllocator) -> tuple[object, ...]:
@@ -33,7 +32,7 @@ def _allocator(alloc: SlotAllocator) -> tuple[object, ...]:
 
 def _pins(node: Node) -> tuple[tuple[int, ...], ...]:
     out: list[tuple[int, ...]] = []
-    for pins in (node.pins_full, node.pins_swa, node.pins_mamba):
+    for pins in (residency(node).full_pins, residency(node).swa_pins, residency(node).mamba_pins):
         out.append(tuple(sorted(pins.ids())) if pins is not None else ())
     return tuple(out)
 
@@ -42,7 +41,11 @@ def _node(node: Node) -> tuple[object, ...]:
     values: list[object] = [node.id, node.parent.id if node.parent is not None else None, node.kb]
     for name in _NODE_FIELDS:
         value = getattr(node, name)
-        values.append(tuple(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value)
+        values.append(value)
+    r = residency(node)
+    for name in _RESIDENCY:
+        value = getattr(r, name)
+        values.append(tuple(value) if isinstance(value, list) else value)
     values.append(tuple(sorted(k if isinstance(k, bytes) else repr(k) for k in node.children)))
     values.append(_pins(node))
     return tuple(values)

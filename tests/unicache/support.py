@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+from leases import PinSet
 
 from unicache import (
     SWA,
@@ -141,21 +143,113 @@ def chain(cache: UniCache, driver: Driver, tokens: Sequence[int], cuts: Sequence
     return path
 
 
+class Residency:
+    """One node's per-component state, read through its cache's component stores.
+
+    A test-side view, one property per component and tier (`full_device`,
+    `full_host`, `swa_pins`, ...): what the flat `Node` fields held before
+    the stores owned it. An unconfigured component reads None. The setters
+    write the stores' columns directly: they exist only to inject faults a
+    sanity check must catch.
+    """
+
+    __slots__ = ("node", "comps")
+
+    def __init__(self, node: Node) -> None:
+        owner = node.tree.owner
+        assert isinstance(owner, UniCache), owner
+        self.node = node
+        self.comps = owner.components
+
+    @property
+    def full_device(self) -> list[int] | None:
+        return self.comps.full.device_slots(self.node)
+
+    @full_device.setter
+    def full_device(self, pages: list[int] | None) -> None:
+        self.comps.full.dev[self.node.slot] = pages
+
+    @property
+    def full_host_pages(self) -> array[int] | None:
+        return self.comps.full.host_slots(self.node)
+
+    @full_host_pages.setter
+    def full_host_pages(self, pages: array[int] | None) -> None:
+        self.comps.full.host_col[self.node.slot] = pages
+
+    @property
+    def full_host(self) -> list[int] | None:
+        return self.comps.full.host_list(self.node)
+
+    @property
+    def swa_device(self) -> list[int] | None:
+        return self.comps.swa.device_slots(self.node) if self.comps.has_swa else None
+
+    @property
+    def swa_host(self) -> list[int] | None:
+        return self.comps.swa.host_list(self.node) if self.comps.has_swa else None
+
+    @property
+    def mamba_device(self) -> int | None:
+        return self.comps.mamba.device_state(self.node) if self.comps.has_mamba else None
+
+    @property
+    def mamba_host(self) -> int | None:
+        return self.comps.mamba.host_state(self.node) if self.comps.has_mamba else None
+
+    @property
+    def full_pins(self) -> PinSet[Full, Node] | None:
+        return self.comps.full.pins(self.node)
+
+    @full_pins.setter
+    def full_pins(self, pins: PinSet[Full, Node] | None) -> None:
+        if pins is None:
+            self.comps.full.pin_sets.pop(self.node.slot, None)
+        else:
+            self.comps.full.pin_sets[self.node.slot] = pins
+
+    @property
+    def swa_pins(self) -> PinSet[SWA, Node] | None:
+        return self.comps.swa.pins(self.node) if self.comps.has_swa else None
+
+    @property
+    def mamba_pins(self) -> PinSet[Mamba, Node] | None:
+        return self.comps.mamba.pins(self.node) if self.comps.has_mamba else None
+
+    @mamba_pins.setter
+    def mamba_pins(self, pins: PinSet[Mamba, Node] | None) -> None:
+        if pins is None:
+            self.comps.mamba.pin_sets.pop(self.node.slot, None)
+        else:
+            self.comps.mamba.pin_sets[self.node.slot] = pins
+
+    def pinned(self) -> bool:
+        """Whether any lease of any component pins the node."""
+        return self.comps.pinned(self.node)
+
+
+def residency(node: Node) -> Residency:
+    """`node`'s per-component state (see `Residency`)."""
+    return Residency(node)
+
+
 def dev_full_of(node: Node) -> list[int] | None:
     """Read through a call, so mypy does not keep a narrowing across cache operations."""
-    return node.dev_full
+    return residency(node).full_device
 
 
 def host_full_of(node: Node) -> list[int] | None:
-    return node.host_full
+    return residency(node).full_host
 
 
 def dev_aux_of(node: Node) -> tuple[list[int] | None, int | None]:
-    return node.dev_swa, node.dev_mamba
+    r = residency(node)
+    return r.swa_device, r.mamba_device
 
 
 def states_of(node: Node) -> tuple[int | None, int | None]:
-    return node.dev_mamba, node.host_mamba
+    r = residency(node)
+    return r.mamba_device, r.mamba_host
 
 
 def is_alive(node: Node) -> bool:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from leases import Borrowed, DoubleReleaseError, LeaseError, WrongThreadError
 from tests.unicache.snapshot import CacheSnapshot
-from tests.unicache.support import Driver
+from tests.unicache.support import Driver, residency
 from unicache import SWA, CacheConfig, Full, LockReceipt, Mamba, Node, UniCache
 from unicache.errors import (
     CacheError,
@@ -223,7 +223,7 @@ def _bad_arguments(w: World, other: UniCache, other_receipt: Borrowed[LockReceip
             InvalidArgumentError, (-2,))
     refused(cache, "free_device(out of range)", lambda: cache.free_device(Full, [cap + 3]),
             InvalidSlotError, (cap + 3,))
-    owned = next((x.dev_full[0] for x in w.live_nodes() if x.dev_full), None)
+    owned = next((p[0] for p in (residency(x).full_device for x in w.live_nodes()) if p), None)
     if owned is not None:
         refused(cache, "free_device(tree-owned)", lambda: cache.free_device(Full, [owned]),
                 InvalidSlotError, (owned,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain, host_full_of
+from tests.unicache.support import SEQ, chain, host_full_of, residency
 from unicache import Full
 from unicache.results import TicketStatus
 from unicache.tree.pins import backup_in_flight
@@ -35,12 +35,12 @@ def test_write_through_backs_up_a_mamba_state_added_to_a_backed_node(
     assert res is not None and cache.in_flight() == 1
     d.settle()
     a = res.node
-    assert host_full_of(a) is not None and (a.dev_mamba, a.host_mamba) == (None, None)
+    assert host_full_of(a) is not None and (residency(a).mamba_device, residency(a).mamba_host) == (None, None)
     res2 = d.compute(SEQ[:4], 4)  # the same prefix again, now with its Mamba state
-    assert res2 is not None and res2.node is a and a.dev_mamba is not None
+    assert res2 is not None and res2.node is a and residency(a).mamba_device is not None
     assert cache.in_flight() == 1 and cache.counters.aux_backups == 1
-    assert a.pins_mamba is not None and backup_in_flight(a, a.pins_mamba)
-    assert not backup_in_flight(a)  # Full is on host already: only the state moves
+    assert residency(a).mamba_pins is not None and backup_in_flight(residency(a).mamba_pins)
+    assert not backup_in_flight(residency(a).full_pins)  # Full is on host already: only the state moves
     d.settle()
     assert cache.node_info(a).components["Mamba"].host is not None
     assert cache.counters.backups == 2
@@ -64,7 +64,8 @@ def test_a_backup_of_a_node_being_backed_up_joins_that_copy(
     assert cache.pools.host_pool(Full).alloc.used_count == host_used  # no second set of host pages
     assert cache.counters.backup_joins == 2 and cache.counters.backups == 3
     assert [t.id for t in cache.live_tickets()] == [first, second, third]
-    assert a.pins_full is not None and len(a.pins_full) == 3  # each holds its own lease
+    apins = residency(a).full_pins
+    assert apins is not None and len(apins) == 3  # each holds its own lease
     d.assert_ok()
     if outcome == "stale":
         cache.reset()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain, dev_full_of
+from tests.unicache.support import SEQ, chain, dev_full_of, residency
 from unicache import SWA, Full, Mamba, TicketStatus, UniCache
 from unicache.transfer.base import Ack, CopyOp, Tier
 
@@ -58,8 +58,9 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
     cache.backup(a)
     d.settle()
     cache.evict_device(Full, 8)
-    assert a.dev_full is None and a.host_full is not None
-    pages = len(a.host_full)
+    host = residency(a).full_host
+    assert residency(a).full_device is None and host is not None
+    pages = len(host)
     used = {k: s.used for k, s in cache.pools.stats().items()}
     moved = _counting_copies(cache)
     first, second, third = (cache.load_back(a) for _ in range(3))
@@ -72,7 +73,8 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
     assert grown["mamba.device"] == 1
     for t in tickets:  # each holds its own leases over the node it reads
         assert t.full is not None and t.mamba is not None
-        assert a.pins_full is not None and t.full in a.pins_full
+        apins = residency(a).full_pins
+        assert apins is not None and t.full in apins
     assert cache.sanity_check().ok, cache.sanity_check().describe()
     d.engine.complete(first.id, ok)
     done = cache.poll()
@@ -131,7 +133,7 @@ def test_a_load_back_needing_more_than_the_copy_in_flight_does_not_join(
     cache.backup(b)
     d.settle()
     cache.evict_device(Full, 8)
-    assert a.dev_full is None and b.dev_full is None
+    assert residency(a).full_device is None and residency(b).full_device is None
     t1 = cache.load_back(a)
     t2 = cache.load_back(b)  # needs b too, which t1's copy does not move
     assert t1 is not None and t2 is not None and d.engine.held() == [t1.id, t2.id]

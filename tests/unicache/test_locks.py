@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain, dev_full_of
+from tests.unicache.support import SEQ, chain, dev_full_of, residency
 from unicache import Full, Node
 
 
@@ -18,15 +18,16 @@ def test_lock_records_what_it_locked_and_split_keeps_pins(make_cache: MakeCache)
     assert d.serve(SEQ[:4] + [7, 7, 7, 7]) is not None  # splits the locked node at 4
     upper = a.parent
     assert upper is not None and upper.end == 4
-    for pins, lease in ((upper.pins_full, r.full), (upper.pins_swa, r.swa)):
+    for pins, lease in ((residency(upper).full_pins, r.full), (residency(upper).swa_pins, r.swa)):
         assert pins is not None and lease in pins  # every fragment pinned by the same leases
-    assert upper.pins_mamba is not None and r.mamba in upper.pins_mamba
+    mpins = residency(upper).mamba_pins
+    assert mpins is not None and r.mamba in mpins
     assert cache.sanity_check().ok
     assert cache.evict_device(Full, 100) == 4  # only the other branch can go
-    assert dev_full_of(a) is not None and upper.dev_full is not None
+    assert dev_full_of(a) is not None and residency(upper).full_device is not None
     cache.unlock(r)
     for x in cache.nodes():
-        assert not x.pinned()
+        assert not residency(x).pinned()
     d.assert_ok()
 
 
@@ -49,7 +50,7 @@ def test_dropped_receipt_is_a_leak_that_unpins(make_cache: MakeCache) -> None:
     cache, d = make_cache(mamba=True)
     (a,) = chain(cache, d, SEQ[:4], [4])
     cache.lock(a)  # lease: ignore[lease-discarded]  (dropped at once: its two leases leak)
-    assert cache.ledger.leaked == 2 and not a.pinned()
+    assert cache.ledger.leaked == 2 and not residency(a).pinned()
     assert cache.evict_device(Full, 4) == 4  # nothing left protecting it
     report = cache.sanity_check()
     assert report.ok, report.describe()
@@ -57,7 +58,7 @@ def test_dropped_receipt_is_a_leak_that_unpins(make_cache: MakeCache) -> None:
 
 
 def _pin_sets(node: Node) -> tuple[object, object, object]:
-    return node.pins_full, node.pins_swa, node.pins_mamba
+    return residency(node).full_pins, residency(node).swa_pins, residency(node).mamba_pins
 
 
 def test_a_pin_set_left_empty_is_dropped(make_cache: MakeCache) -> None:
@@ -67,7 +68,8 @@ def test_a_pin_set_left_empty_is_dropped(make_cache: MakeCache) -> None:
     r2 = cache.lock(a)
     assert all(p is not None for p in _pin_sets(a))
     cache.unlock(r1)
-    assert a.pins_full is not None and r2.full in a.pins_full and len(a.pins_full) == 1
+    apins = residency(a).full_pins
+    assert apins is not None and r2.full in apins and len(apins) == 1
     cache.unlock(r2)
     assert _pin_sets(a) == (None, None, None)
     d.assert_ok()

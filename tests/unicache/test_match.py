@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain
+from tests.unicache.support import SEQ, chain, residency
 from unicache import SWA, Full
 
 
@@ -53,7 +53,7 @@ def test_swa_window_tombstone_blocks_anchor(make_cache: MakeCache) -> None:
     cache.match_prefix(SEQ[4:])  # no-op match: different first token
     cache.match_prefix(SEQ[:4])
     # c is the least recently used SWA holder: tombstone it (no host copy: lost)
-    assert cache.evict_device(SWA, 2) == 2 and c.dev_swa is None
+    assert cache.evict_device(SWA, 2) == 2 and residency(c).swa_device is None
     m = cache.match_prefix(SEQ[:6])
     assert m.matched_len == 6 and m.anchor is b and m.device_node is b
     d.assert_ok()

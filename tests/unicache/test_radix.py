@@ -9,7 +9,9 @@ from typing import cast
 
 import pytest
 
-from unicache import InvalidArgumentError
+from unicache import Full, InvalidArgumentError
+from unicache.components.full import FullStore
+from unicache.pools.allocator import SlotAllocator
 from unicache.tree import Node, RadixTree, common_pages, decode_tokens, encode_tokens
 
 
@@ -23,23 +25,48 @@ def test_common_pages() -> None:
     assert common_pages(a, b, 4 * 8) == 56 * 8  # key bytes: pages in bytes
 
 
+def _full_store() -> FullStore:
+    return FullStore(SlotAllocator("full.device", 64), SlotAllocator("full.host", 64))
+
+
 def test_walk_split_keeps_lower_identity() -> None:
     splits: list[tuple[int, int]] = []
     t = RadixTree(2, on_split=lambda up, low: splits.append((up.id, low.id)))
+    full = _full_store()
+    t.register(Full, full)
     a = t.add_leaf(t.root, encode_tokens([1, 2, 3, 4, 5, 6]))
-    a.dev_full = [10, 11, 12]
-    a.host_pages = array("i", [20, 21, 22])
+    full.set_device(a, [10, 11, 12])
+    full.set_host(a, array("i", [20, 21, 22]))
     node, pos, path = t.walk(encode_tokens([1, 2, 3, 4, 9, 9]), 6)
     assert pos == 4 and path == [node] and node is not a
-    assert node.key == (1, 2, 3, 4) and node.dev_full == [10, 11] and node.host_full == [20, 21]
+    assert node.key == (1, 2, 3, 4) and full.device_slots(node) == [10, 11] and full.host_list(node) == [20, 21]
     assert a.key == (5, 6) and a.start == 4 and a.end == 6 and a.parent is node
-    assert a.dev_full == [12] and splits == [(node.id, a.id)]
+    assert full.device_slots(a) == [12] and splits == [(node.id, a.id)]
     node2, pos2, path2 = t.walk(encode_tokens([1, 2, 3, 4, 5, 6, 7, 8]), 8)
     assert node2 is a and pos2 == 6 and path2 == [node, a]
     assert [x.id for x in t] == [t.root.id, node.id, a.id] and t.size == 3
     t.remove_leaf(a)
     assert not a.alive and t.size == 2 and not node.children
     assert isinstance(node, Node) and node.tokens() == (1, 2, 3, 4)
+
+
+def test_slots_are_recycled_and_dead_nodes_read_nothing() -> None:
+    t = RadixTree(1)
+    full = _full_store()
+    t.register(Full, full)
+    assert full.device_slots(t.root) == [] and t.root.slot == 1
+    a = t.add_leaf(t.root, encode_tokens([1]))
+    full.set_device(a, [5])
+    slot = a.slot
+    assert full.columns() == t.slots == 3
+    full.dev[slot] = None  # the cache frees residency before removal
+    t.remove_leaf(a)
+    assert a.slot == 0 and full.device_slots(a) is None  # a dead handle reads the null slot
+    b = t.add_leaf(t.root, encode_tokens([2]))
+    assert b.slot == slot and b.id != a.id and full.device_slots(b) is None  # recycled, cleared
+    assert full.columns() == 3 and full.device_slots(a) is None
+    t.clear()
+    assert not b.alive and b.slot == 0 and full.columns() == 2 and full.device_slots(t.root) == []
 
 
 def test_bookkeeping_modules_do_not_import_torch() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from leases import EventKind
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain
+from tests.unicache.support import SEQ, chain, residency
 from unicache import SWA, Full, Mamba, UniCache
 from unicache.reasons import Reason, ReasonKind
 
@@ -43,7 +43,7 @@ def test_load_back_without_mamba_state_names_missing_mamba_not_room(make_cache: 
     cache.backup(a)
     d.settle()
     cache.evict_device(Full, 64)
-    assert a.dev_full is None and cache.pools.stats()["full.device"].free == 64
+    assert residency(a).full_device is None and cache.pools.stats()["full.device"].free == 64
     refused = cache.load_back(a)
     assert refused is None
     r = _last(cache)
@@ -61,7 +61,7 @@ def test_load_back_without_swa_window_names_the_nodes_missing_swa(make_cache: Ma
     d.settle()
     cache.evict_device(Full, 64)
     cache.evict_host(SWA, 64)
-    assert a.host_swa_pages is None and b.host_swa_pages is None
+    assert residency(a).swa_host is None and residency(b).swa_host is None
     refused = cache.load_back(b)
     assert refused is None
     r = _last(cache)
@@ -116,7 +116,7 @@ def test_load_back_without_a_mamba_slot_names_mamba(make_cache: MakeCache) -> No
     cache.backup(a)
     d.settle()
     cache.evict_device(Full, 64)
-    assert a.dev_mamba is None and a.host_mamba is not None
+    assert residency(a).mamba_device is None and residency(a).mamba_host is not None
     mine = cache.alloc_device(Mamba, 1)
     assert mine is not None
     refused = cache.load_back(a)
@@ -216,7 +216,7 @@ def test_duplicate_mamba_and_swa_of_a_load_back_are_counted(make_cache: MakeCach
     t = cache.load_back(a)
     assert t is not None and t.mamba_moved and t.swa_tokens == 4
     res = d.compute(SEQ[:4])  # the request recomputed it while the copy was in flight
-    assert res is not None and res.node is a and a.dev_mamba is not None
+    assert res is not None and res.node is a and residency(a).mamba_device is not None
     d.settle()
     assert t.result().ok
     c = cache.counters

@@ -6,7 +6,7 @@ import pytest
 
 from leases import PinSet
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import chain
+from tests.unicache.support import chain, residency
 from unicache import Full, Mamba, SanityError, Violation
 
 SEQ = list(range(300, 316))
@@ -27,7 +27,7 @@ def test_clean_cache_is_ok(make_cache: MakeCache) -> None:
 def test_foreign_pin_without_scope(make_cache: MakeCache) -> None:
     cache, d = make_cache(mamba=True)
     (a,) = chain(cache, d, SEQ[:4], [4])
-    pins = a.pins_mamba = PinSet(Mamba, a)
+    pins = residency(a).mamba_pins = PinSet(Mamba, a)
     rogue = cache.ledger.acquire(Mamba, owner="rogue", pins=(pins,))
     r = cache.sanity_check()
     assert not r.ok
@@ -45,14 +45,14 @@ def test_lease_missing_from_pin_set(make_cache: MakeCache) -> None:
     cache, d = make_cache()
     (a,) = chain(cache, d, SEQ[:4], [4])
     rc = cache.lock(a)
-    assert rc.full is not None and a.pins_full is not None
-    held = a.pins_full
-    a.pins_full = PinSet(Full, a)  # the node lost its pin set behind the ledger's back
+    assert rc.full is not None and residency(a).full_pins is not None
+    held = residency(a).full_pins
+    residency(a).full_pins = PinSet(Full, a)  # the node lost its pin set behind the ledger's back
     r = cache.sanity_check()
     assert any(
         v.kind == "pin" and v.lease_id == rc.full.id and v.node_id == a.id for v in r.violations
     )
-    a.pins_full = held
+    residency(a).full_pins = held
     assert cache.sanity_check().ok
     cache.unlock(rc)
 
@@ -63,13 +63,13 @@ def test_structure_pool_and_count_corruptions(make_cache: MakeCache) -> None:
     a.dev_children = 2
     assert "count" in _kinds(cache.sanity_check().violations)
     a.dev_children = 1
-    pages = a.dev_full
+    pages = residency(a).full_device
     assert pages is not None
-    a.dev_full = None
+    residency(a).full_device = None
     r = cache.sanity_check()
     assert {"residency", "pool"} <= _kinds(r.violations)
     assert any(v.node_id == b.id and v.component == "Full" for v in r.violations)
-    a.dev_full = pages
+    residency(a).full_device = pages
     cache.pools.device_pool(Full).alloc.free(pages[:1])  # freed behind the cache's back
     r = cache.sanity_check()
     assert any(v.kind == "pool" and "free list" in v.detail for v in r.violations)

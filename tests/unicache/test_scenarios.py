@@ -8,7 +8,7 @@ import pytest
 
 from leases import DoubleReleaseError, ForeignLeaseError
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import Driver, chain
+from tests.unicache.support import Driver, chain, residency
 from unicache import (
     SWA,
     Ack,
@@ -34,14 +34,14 @@ def _back_up_all(cache: UniCache, driver: Driver, nodes: list[Node]) -> None:
         cache.backup(x)
     driver.settle()
     for x in nodes:
-        assert x.host_full is not None
+        assert residency(x).full_host is not None
 
 
 def _pins(node: Node) -> dict[str, list[int]]:
+    r = residency(node)
     return {
-        "Full": node.pins_full.ids() if node.pins_full is not None else [],
-        "SWA": node.pins_swa.ids() if node.pins_swa is not None else [],
-        "Mamba": node.pins_mamba.ids() if node.pins_mamba is not None else [],
+        name: pins.ids() if pins is not None else []
+        for name, pins in (("Full", r.full_pins), ("SWA", r.swa_pins), ("Mamba", r.mamba_pins))
     }
 
 
@@ -53,7 +53,7 @@ def _drained(cache: UniCache) -> None:
 
 def _host_full(node: Node) -> list[int] | None:
     """Re-read an attribute the type checker narrowed earlier in the test."""
-    return node.host_full
+    return residency(node).full_host
 
 
 def _result(t: LoadBackTicket) -> TicketStatus:
@@ -76,7 +76,7 @@ def test_scenario1_full_mamba_multipin(make_cache: MakeCache, ack_order: str, sh
         assert cache.evict_device(Full, 8) == 8  # n4 then n3
         cache.match_prefix(SEQ[:4])  # n1 newer than n2
         assert cache.evict_device(Mamba, 1) == 1  # n2's state: host-only now
-        assert n2.dev_full is not None and n2.dev_mamba is None and n2.host_mamba is not None
+        assert residency(n2).full_device is not None and residency(n2).mamba_device is None and residency(n2).mamba_host is not None
     d.assert_ok()
 
     leaf = cache.load_back(n4)  # ack withheld
@@ -105,7 +105,7 @@ def test_scenario1_full_mamba_multipin(make_cache: MakeCache, ack_order: str, sh
     _drained(cache)
     m = cache.match_prefix(SEQ)
     assert m.device_len == 16 and not m.needs_load_back
-    assert n2.dev_mamba is not None and n4.dev_mamba is not None
+    assert residency(n2).mamba_device is not None and residency(n4).mamba_device is not None
     d.assert_ok()
 
 
@@ -121,7 +121,7 @@ def test_scenario2_full_swa_window_overlap(make_cache: MakeCache, ack_order: int
     assert cache.evict_device(Full, 8) == 8  # n4, n3 demoted (their SWA too)
     cache.match_prefix(SEQ[:4])
     assert cache.evict_device(SWA, 4) == 4  # n2's SWA -> host only
-    assert n2.dev_full is not None and n2.dev_swa is None and n2.host_swa is not None
+    assert residency(n2).full_device is not None and residency(n2).swa_device is None and residency(n2).swa_host is not None
     d.assert_ok()
 
     a = cache.load_back(n4)  # Full chain n3..n4 (+ n2 as its device boundary), window n4
@@ -221,10 +221,11 @@ def test_scenario4_reclaim_blocked_by_full_lease_only_until_ack(make_cache: Make
     t = cache.load_back(n2)  # reads n1, n2 host pages; in flight
     assert t is not None and t.full is not None
     assert d.compute(SEQ[:4]) is not None  # recompute n1: device + host, still read by t
-    assert n1.dev_full is not None and n1.host_full is not None
-    host_pages = list(n1.host_full)
+    n1_host = residency(n1).full_host
+    assert residency(n1).full_device is not None and n1_host is not None
+    n1_pages = list(n1_host)
     assert cache.reclaim_host_duplicates(100) == 0
-    assert n1.host_full == host_pages
+    assert residency(n1).full_host == n1_pages
     assert cache.counters.reclaim_blocked >= 1
     assert cache.evict_host(Full, 100) == 0  # host pressure cannot take them either
     d.engine.complete(t.id)  # the copy reads n1's host pages now
@@ -245,13 +246,13 @@ def test_scenario4_reclaim_not_blocked_by_aux_leases(make_cache: MakeCache, movi
         assert cache.evict_device(Mamba, 1) == 1
     if moving in ("swa", "both"):
         assert cache.evict_device(SWA, 8) == 8  # cascades to Mamba on the node
-    assert y.dev_full is not None and y.host_full is not None
+    assert residency(y).full_device is not None and residency(y).full_host is not None
     t = cache.load_back(y)
     assert t is not None and t.full is None
     assert (t.mamba is not None) and ((t.swa is not None) == (moving != "mamba"))
     assert cache.reclaim_host_duplicates(100) == 8  # only Full pins matter
     assert _host_full(y) is None
-    assert y.host_mamba is not None and y.host_swa is not None  # aux host copies kept
+    assert residency(y).mamba_host is not None and residency(y).swa_host is not None  # aux host copies kept
     d.engine.complete(t.id)
     cache.poll()
     assert _result(t) is TicketStatus.DONE
@@ -280,13 +281,13 @@ def test_scenario5_eviction_for_load_back_spares_its_sources_and_path(
     assert cache.pools.stats()["full.device"].free == 0
     t = cache.load_back(ch)
     assert t is not None and t.full is not None
-    assert p.dev_full is not None  # the anchor path survived the allocation
-    assert t.full in p.pins_full  # type: ignore[operator]
+    assert residency(p).full_device is not None  # the anchor path survived the allocation
+    assert t.full in residency(p).full_pins  # type: ignore[operator]
     if config != "full":
-        assert p.dev_swa is not None  # a window node on device, pinned by the SWA lease
-    src = list(ch.host_full or [])
+        assert residency(p).swa_device is not None  # a window node on device, pinned by the SWA lease
+    src = list(residency(ch).full_host or [])
     cache.evict_host(Full, 1000)  # host pressure: the other (demoted) requests may go ...
-    assert ch.alive and ch.host_full == src  # ... but never what the load-back reads
+    assert ch.alive and residency(ch).full_host == src  # ... but never what the load-back reads
     d.engine.complete(t.id)
     cache.poll()
     assert _result(t) is TicketStatus.DONE
@@ -315,7 +316,7 @@ def test_scenario6_all_cached_mamba_pinned_skips_donation(make_cache: MakeCache)
     out = cache.insert(SEQ[:9], fs, start=8, mamba_slot=mine[0], mamba_donate=False)
     assert out.mamba == "skipped" and out.new_tokens == 1
     assert cache.counters.mamba_skipped == 1
-    assert out.node.dev_mamba is None and out.node.dev_full is not None
+    assert residency(out.node).mamba_device is None and residency(out.node).full_device is not None
     cache.free_device(Mamba, mine)
     cache.unlock(r)
     d.assert_ok()
@@ -430,11 +431,12 @@ def test_scenario8_misuse_raises_typed_errors_and_state_stays_sane(make_cache: M
     with pytest.raises(DoubleFreeError):
         cache.free_device(Full, mine)
     with pytest.raises(InvalidSlotError):
-        cache.insert(SEQ[:2], leaf.dev_full[:2])  # type: ignore[index]
+        cache.insert(SEQ[:2], residency(leaf).full_device[:2])  # type: ignore[index]
     before = cache.pools.stats()
-    assert leaf.dev_full is not None
+    leaf_pages = residency(leaf).full_device
+    assert leaf_pages is not None
     with pytest.raises(InvalidSlotError):
-        cache.free_device(Full, leaf.dev_full[:1])  # tree-owned, not the caller's
+        cache.free_device(Full, leaf_pages[:1])  # tree-owned, not the caller's
     assert cache.pools.stats() == before
     report = cache.sanity_check()
     assert report.ok, report.describe()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain
+from tests.unicache.support import SEQ, chain, residency
 from unicache import SWA, Full, InvalidArgumentError, Tier
 
 
@@ -25,8 +25,8 @@ def test_alloc_device_evicts_on_shortfall(make_cache: MakeCache) -> None:
 def test_path_pages(make_cache: MakeCache) -> None:
     cache, d = make_cache(swa_window=4)
     a, b = chain(cache, d, SEQ[:8], [4, 8])
-    assert cache.path_pages(b) == (a.dev_full or []) + (b.dev_full or [])
-    assert cache.path_pages(b, SWA) == (a.dev_swa or []) + (b.dev_swa or [])
+    assert cache.path_pages(b) == (residency(a).full_device or []) + (residency(b).full_device or [])
+    assert cache.path_pages(b, SWA) == (residency(a).swa_device or []) + (residency(b).swa_device or [])
     with pytest.raises(InvalidArgumentError):
         cache.path_pages(b, Full, Tier.HOST)
 
@@ -36,8 +36,9 @@ def test_host_pages_are_compact_and_read_as_lists(make_cache: MakeCache) -> None
     (a,) = chain(cache, d, SEQ[:4], [4])
     assert cache.backup(a) is not None
     d.settle()
-    assert a.host_pages is not None and a.host_pages.typecode == "i"
-    assert a.host_full == a.host_pages.tolist() and isinstance(a.host_full, list)
-    assert a.host_swa is not None and a.host_swa == list(a.host_swa_pages or [])
-    assert cache.path_pages(a, Full, Tier.HOST) == a.host_full
+    host = residency(a).full_host_pages
+    assert host is not None and host.typecode == "i"
+    assert residency(a).full_host == host.tolist() and isinstance(residency(a).full_host, list)
+    assert residency(a).swa_host is not None and residency(a).swa_host == list(residency(a).swa_host or [])
+    assert cache.path_pages(a, Full, Tier.HOST) == residency(a).full_host
     d.assert_ok()

@@ -11,7 +11,7 @@ import torch
 
 from leases import WrongThreadError
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain
+from tests.unicache.support import SEQ, chain, residency
 from unicache import Full, InvalidArgumentError, Mamba, UniCache
 from unicache.transfer.base import Ack
 
@@ -98,10 +98,10 @@ def test_a_component_not_configured_is_refused_before_eviction(make_cache: MakeC
 def test_an_oversized_alloc_refuses_before_evicting(make_cache: MakeCache) -> None:
     cache, d = make_cache(device_tokens=8, write_policy="write_back")
     a, b = chain(cache, d, SEQ[:8], [4, 8])
-    tree_before = [(x.id, x.dev_full, x.host_full) for x in cache.nodes()]
+    tree_before = [(x.id, residency(x).full_device, residency(x).full_host) for x in cache.nodes()]
     evictions = cache.counters.device_evictions
     assert cache.alloc_device(Full, 9) is None
-    assert [(x.id, x.dev_full, x.host_full) for x in cache.nodes()] == tree_before
+    assert [(x.id, residency(x).full_device, residency(x).full_host) for x in cache.nodes()] == tree_before
     assert cache.counters.device_evictions == evictions and cache.in_flight() == 0
     assert cache.counters.alloc_refused_full == 1
     assert cache.reasons.last is not None and cache.reasons.last.needed == 9

@@ -1,17 +1,22 @@
-"""`ComponentStore`: the one object per cache component that owns its slots, heaps and node state.
+"""`ComponentStore`: the one object per cache component that owns its slots, heaps and per-node state.
 
 A component (Full, SWA, Mamba, or one added later) is a store: it owns its
 device and host slot allocators, its two eviction heaps (device, host), the
-device slots lent to requests, and the reading, writing and freeing of its
-per-node residency and pin set. The cache iterates over its configured
-stores wherever the work is the same for every component (freeing a node,
-pool accounting, host eviction of a component's state, sanity checks);
-the operations that differ per component (Full's prefix-closed chain,
-SWA's window, Mamba's single state) call the store they need.
+device slots lent to requests, and its per-node state: the node's device
+and host slots and its pin set, kept in dense columns indexed by
+`Node.slot` (see `NodeColumns` in `unicache/tree/radix.py`: the tree grows,
+clears and splits every registered store's columns, so no tree or node code
+names a component). The store's methods are the only access path to that
+state. The cache iterates over its configured stores wherever the work is
+the same for every component (freeing a node, pool accounting, host
+eviction of a component's state, sanity checks); the operations that
+differ per component (Full's prefix-closed chain, SWA's window, Mamba's
+single state) call the store they need.
 
 To add a component: a marker class (`unicache/markers.py`), a store
-subclass in its own module implementing the abstract methods below, and
-one entry in `components/registry.py`.
+subclass in its own module implementing the abstract methods below (a
+paged component subclasses `PagedStore`), and one entry in
+`components/registry.py`.
 """
 
 from __future__ import annotations
@@ -28,15 +33,15 @@ from unicache.tree.node import Node
 
 
 class ComponentStore(abc.ABC):
-    """One component of one cache: allocators, eviction heaps, lent slots, node residency."""
+    """One component of one cache: allocators, eviction heaps, lent slots, per-node columns."""
 
     __slots__ = ("device", "host", "lru_device", "lru_host")
 
     marker: ClassVar[type]
     """The component marker class (`Full`, `SWA`, `Mamba`) typing its leases and pin sets."""
-    index: int
+    index: ClassVar[int]
     """Its place in eviction priority (0 highest); also picks its heap bits."""
-    unit: str
+    unit: ClassVar[str]
     """What one slot holds, for messages: "page" or "state"."""
 
     device: SlotAllocator
@@ -63,6 +68,10 @@ class ComponentStore(abc.ABC):
         """The node's pin set of this component, or None if never pinned (or drained)."""
 
     @abc.abstractmethod
+    def pin_set(self, node: Node) -> PinSet[Any, Node]:
+        """The node's pin set of this component, created on first use (to pin the node)."""
+
+    @abc.abstractmethod
     def device_slots(self, node: Node) -> Sequence[int] | None:
         """The node's device slots of this component, or None."""
 
@@ -77,6 +86,36 @@ class ComponentStore(abc.ABC):
     @abc.abstractmethod
     def drop_host(self, node: Node) -> int:
         """Free the node's host slots (the node must hold some); returns how many."""
+
+    @abc.abstractmethod
+    def columns(self) -> int:
+        """How many slots the columns hold (the tree's slot count; for sanity checks)."""
+
+    @abc.abstractmethod
+    def null_slot_empty(self) -> bool:
+        """Whether slot 0 (the null slot of dead nodes) holds nothing in every column (for sanity checks)."""
+
+    @abc.abstractmethod
+    def grow(self) -> None:
+        """Append one empty entry to every column (the tree handed out a new slot)."""
+
+    @abc.abstractmethod
+    def clear(self, slot: int) -> None:
+        """Empty every column at `slot` (its node was removed)."""
+
+    @abc.abstractmethod
+    def truncate(self) -> None:
+        """Keep only the null slot 0 in every column (a reset)."""
+
+    @abc.abstractmethod
+    def split(self, upper: Node, lower: Node, pages: int) -> None:
+        """Move the first `pages` pages of `lower`'s state to the new `upper` fragment."""
+
+    pin_sets: dict[int, PinSet[Any, Node]]
+    """The node pin sets by slot (sparse; a subclass narrows the component)."""
+
+    def init_root(self, root: Node) -> None:
+        """Give a fresh root its state (only Full has any)."""
 
     def pinned(self, node: Node) -> bool:
         p = self.pins(node)

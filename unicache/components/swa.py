@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from array import array
-
-from leases import PinSet
-
+from unicache.components.paged import PagedStore
 from unicache.markers import SWA, SWA_IDX
-from unicache.components.store import ComponentStore
 from unicache.tree.node import Node
 
 
@@ -26,21 +22,7 @@ def window_nodes(end_node: Node, window: int) -> list[Node]:
     return out
 
 
-def window_present(end_node: Node, window: int) -> tuple[bool, bool]:
-    """(every window node has SWA on device or host, every window node has SWA on device)."""
-    present = on_device = True
-    lower = end_node.end - window
-    node = end_node
-    while node.parent is not None and node.end > lower:
-        if node.dev_swa is None:
-            on_device = False
-            if node.host_swa is None:
-                return False, False
-        node = node.parent
-    return present, on_device
-
-
-class SWAStore(ComponentStore):
+class SWAStore(PagedStore[SWA]):
     """Sliding-window KV: pages like Full, but a path only needs its last `swa_window` tokens."""
 
     __slots__ = ()
@@ -48,25 +30,18 @@ class SWAStore(ComponentStore):
     index = SWA_IDX
     unit = "page"
 
-    def pins(self, node: Node) -> PinSet[SWA, Node] | None:
-        return node.pins_swa
-
-    def device_slots(self, node: Node) -> list[int] | None:
-        return node.dev_swa
-
-    def host_slots(self, node: Node) -> array[int] | None:
-        return node.host_swa_pages
-
-    def drop_device(self, node: Node) -> int:
-        pages = node.dev_swa
-        assert pages is not None, node.id
-        self.device.free(pages)
-        node.dev_swa = None
-        return len(pages)
-
-    def drop_host(self, node: Node) -> int:
-        pages = node.host_swa_pages
-        assert pages is not None, node.id
-        self.host.free(pages)
-        node.host_swa_pages = None
-        return len(pages)
+    def window_present(self, end_node: Node, window: int) -> tuple[bool, bool]:
+        """(every window node has SWA on device or host, every window node has SWA on device)."""
+        dev = self.dev
+        host = self.host_col
+        present = on_device = True
+        lower = end_node.end - window
+        node = end_node
+        while node.parent is not None and node.end > lower:
+            slot = node.slot
+            if dev[slot] is None:
+                on_device = False
+                if host[slot] is None:
+                    return False, False
+            node = node.parent
+        return present, on_device

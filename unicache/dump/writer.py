@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from leases import Borrowed, Held, Lease
 
     from unicache.cache import UniCache
+    from unicache.components.mamba import MambaStore
+    from unicache.components.store import ComponentStore
     from unicache.tree.node import Node
 
 T = TypeVar("T")
@@ -107,15 +109,21 @@ def _slots(value: list[int] | int | None) -> JSON:
     return list(value)
 
 
-def _node_json(node: Node, components: tuple[str, ...], pinned: dict[int, _Pinned]) -> JSONObject:
+def _node_json(
+    node: Node, stores: tuple[ComponentStore, ...], mamba: MambaStore, pinned: dict[int, _Pinned]
+) -> JSONObject:
     comps: JSONObject = {}
-    for name in components:
-        if name == "full":
-            dev, host, pins = node.dev_full, node.host_full, node.pins_full
-        elif name == "swa":
-            dev, host, pins = node.dev_swa, node.host_swa, node.pins_swa  # type: ignore[assignment]
+    for store in stores:
+        name = store.name.lower()
+        dev: list[int] | int | None
+        host: list[int] | int | None
+        if store is mamba:
+            dev, host = mamba.device_state(node), mamba.host_state(node)
         else:
-            dev, host, pins = node.dev_mamba, node.host_mamba, node.pins_mamba  # type: ignore[assignment]
+            d, h = store.device_slots(node), store.host_slots(node)
+            dev = None if d is None else list(d)
+            host = None if h is None else list(h)
+        pins = store.pins(node)
         ids: list[JSON] = []
         for lease in pins if pins is not None else ():
             ids.append(lease.id)
@@ -149,7 +157,9 @@ class _Pinned:
 
 
 def _tree(cache: UniCache, components: tuple[str, ...], pinned: dict[int, _Pinned]) -> JSONObject:
-    nodes: list[JSON] = [_node_json(node, components, pinned) for node in cache.nodes()]
+    comps = cache.components
+    stores = tuple(st for st in comps.configured if st.name.lower() in components)
+    nodes: list[JSON] = [_node_json(node, stores, comps.mamba, pinned) for node in cache.nodes()]
     return {"root": cache.root.id, "nodes": nodes}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from unicache.components.markers import Mamba
+from unicache.markers import Mamba
 from unicache.config import CacheConfig
 
 DEFAULT_MEMORY_LIMIT_GIB = 8.0

@@ -74,13 +74,15 @@ class DataOracle:
                                   position=length, expected=f"prefix end {length}", found=f"node end {node.end}",
                                   where="locked node does not end at the reused prefix")
         path = path_to(node)
+        comps = self.cache.components
         pages: list[int] = []
         for x in path:
-            if x.dev_full is None:
+            dev = comps.full.device_slots(x)
+            if dev is None:
                 raise CorruptionError(request=request, component="full", tier="device", node_id=x.id,
                                       position=x.start, expected="device pages", found="none",
                                       where="reused prefix node not on device")
-            pages.extend(x.dev_full)
+            pages.extend(dev)
         found = self._rows(Full, Tier.DEVICE, pages)[:length]
         self._compare(found, self.model.kv(h, 0, length), request=request, component="full",
                       tier="device", node_id=node.id, first_position=0, where=f"prefix 0..{length}")
@@ -90,15 +92,16 @@ class DataOracle:
             for x in path:
                 if x.end <= length - window:
                     continue
-                if x.dev_swa is None:
+                sdev = comps.swa.device_slots(x)
+                if sdev is None:
                     raise CorruptionError(request=request, component="swa", tier="device", node_id=x.id,
                                           position=x.start, expected="device pages", found="none",
                                           where=f"SWA window node of prefix {length} not on device")
-                self._compare(self._rows(SWA, Tier.DEVICE, x.dev_swa), self.model.swa_kv(h, x.start, x.end),
+                self._compare(self._rows(SWA, Tier.DEVICE, sdev), self.model.swa_kv(h, x.start, x.end),
                               request=request, component="swa", tier="device", node_id=x.id,
                               first_position=x.start, where=f"window tokens {x.start}..{x.end}")
         if self.mamba:
-            slot = node.dev_mamba
+            slot = comps.mamba.device_state(node)
             if slot is None:
                 raise CorruptionError(request=request, component="mamba", tier="device", node_id=node.id,
                                       position=length, expected="a device state", found="none",
@@ -186,19 +189,24 @@ class DataOracle:
             carry[x.id] = carry_out[i]
         values = cum - before[first][owner] + torch.tensor(carry_in, dtype=torch.int64)[owner]
         del cum, before
-        for component, tier, attr, rows in (
-            (Full, Tier.DEVICE, "dev_full", model.kv_rows), (Full, Tier.HOST, "host_full", model.kv_rows),
-            (SWA, Tier.DEVICE, "dev_swa", model.swa_rows), (SWA, Tier.HOST, "host_swa", model.swa_rows),
+        comps = self.cache.components
+        for store, tier, rows in (
+            (comps.full, Tier.DEVICE, model.kv_rows), (comps.full, Tier.HOST, model.kv_rows),
+            (comps.swa, Tier.DEVICE, model.swa_rows), (comps.swa, Tier.HOST, model.swa_rows),
         ):
-            if component not in self.cache.config.components:
+            if store not in comps.configured:
                 continue
+            component = store.marker
+            read = store.device_slots if tier is Tier.DEVICE else store.host_slots
             chosen = [i for i, x in enumerate(nodes)
-                      if getattr(x, attr) is not None and (wanted is None or x.id in wanted)]
+                      if read(x) is not None and (wanted is None or x.id in wanted)]
             if not chosen:
                 continue
             pages: list[int] = []
             for i in chosen:
-                pages.extend(getattr(nodes[i], attr))
+                got = read(nodes[i])
+                assert got is not None
+                pages.extend(got)
             idx = torch.cat([torch.arange(offsets[i], offsets[i + 1]) for i in chosen])
             found = self._rows(component, tier, pages)
             expected = rows(values[idx])
@@ -212,12 +220,14 @@ class DataOracle:
                                       where=f"tokens {x.start}..{x.end}")
             del found, expected, idx
         if self.mamba:
-            for tier, attr in ((Tier.DEVICE, "dev_mamba"), (Tier.HOST, "host_mamba")):
+            mamba = comps.mamba
+            for tier in (Tier.DEVICE, Tier.HOST):
+                state = mamba.device_state if tier is Tier.DEVICE else mamba.host_state
                 chosen = [i for i, x in enumerate(nodes)
-                          if getattr(x, attr) is not None and (wanted is None or x.id in wanted)]
+                          if state(x) is not None and (wanted is None or x.id in wanted)]
                 if not chosen:
                     continue
-                slots = [int(getattr(nodes[i], attr)) for i in chosen]
+                slots = [int(state(nodes[i]) or 0) for i in chosen]
                 found = self.cache.read_slots(Mamba, slots, tier)
                 expected = model.mamba_rows(torch.tensor([carry_out[i] for i in chosen], dtype=torch.int64),
                                             torch.tensor([nodes[i].end for i in chosen], dtype=torch.int64))

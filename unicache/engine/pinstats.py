@@ -28,6 +28,7 @@ from typing import Any
 from leases import Held, Lease
 
 from unicache.cache import UniCache
+from unicache.components.store import ComponentStore
 from unicache.engine.observer import SchedulerObserver
 from unicache.tree.node import Node
 
@@ -55,13 +56,14 @@ class PinTracker:
     def load_back_cross_component_nodes(self) -> int:
         return len(self._lb_two)
 
-    def observe(self, nodes: Iterable[Node]) -> None:
+    def observe(self, nodes: Iterable[Node], stores: Iterable[ComponentStore]) -> None:
         """Look at the current pins of ``nodes`` (call right after a lease over them is acquired)."""
         lb = self.load_back_leases
         locks = self.lock_leases
         for node in nodes:
             leases: list[Lease[Any, Held]] = []
-            for pins in (node.pins_full, node.pins_swa, node.pins_mamba):
+            for store in stores:
+                pins = store.pins(node)
                 if pins is not None and pins:
                     leases.extend(pins)
             n = len(leases)
@@ -106,7 +108,7 @@ class PinObserver(SchedulerObserver):
         for lease_id in lease_ids:
             scope = self.cache.lease_scope(lease_id)
             if scope:
-                self.tracker.observe(scope)
+                self.tracker.observe(scope, self.cache.components.configured)
 
     def on_load_back(self, anchor: Node, ticket: int, lease_ids: tuple[int, ...]) -> None:
         self.tracker.load_back_leases.update(lease_ids)

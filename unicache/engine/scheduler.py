@@ -370,9 +370,10 @@ class Scheduler:
         pure insert of the prefix with no new pages.
         """
         cache = self.cache
+        mamba = cache.components.mamba
         x = node.parent
         while x is not None and x.parent is not None:
-            if (x.dev_mamba is None and x.host_mamba is None and len(x.children) >= 2
+            if (not mamba.state_present(x) and len(x.children) >= 2
                     and x.end % self._chunk == 0):
                 got = cache.alloc_device(Mamba, 1)
                 if got is None:

@@ -271,26 +271,28 @@ def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
         return True
     if kind == "pinset":
         for x in cache.nodes():
-            pins = x.pins_full
+            pins = cache.components.full.pins(x)
             if pins is not None and pins._refs:
                 pins._refs.pop(next(iter(pins._refs)))
                 return True
         return False
     if kind == "allocator":
-        nodes = [x for x in cache.nodes() if x.parent is not None and x.dev_full]
+        full = cache.components.full
+        nodes = [x for x in cache.nodes() if x.parent is not None and full.device_slots(x)]
         if not nodes:
             return False
-        held = rng.choice(nodes).dev_full
+        held = full.device_slots(rng.choice(nodes))
         assert held is not None
         cache.pools.device_pool(Full).alloc.free([held[0]])
         return True
     if kind == "corrupt":
-        nodes = [x for x in cache.nodes() if x.parent is not None and x.dev_full]
+        full = cache.components.full
+        nodes = [x for x in cache.nodes() if x.parent is not None and full.device_slots(x)]
         if not nodes:
             return False
-        node = rng.choice(nodes)
-        assert node.dev_full is not None
-        page = node.dev_full[0]
+        pages = full.device_slots(rng.choice(nodes))
+        assert pages is not None
+        page = pages[0]
         data = cache.read_slots(Full, [page], Tier.DEVICE)
         cache.write_slots(Full, [page], data + 1)
         return True

@@ -31,8 +31,12 @@ catches every injected fault the full checks catch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from leases import PinSet
 
 from unicache.cache import UniCache
+from unicache.components.catalog import ComponentSet
 from unicache.engine.errors import InvariantError
 from unicache.engine.oracle import DataOracle
 from unicache.markers import SWA, Full, Mamba
@@ -47,11 +51,20 @@ def _slots(v: Sequence[int] | None) -> tuple[int, ...] | None:
     return None if v is None else tuple(v)
 
 
-def _fingerprint(x: Node) -> Fingerprint:
-    pf, pw, pm = x.pins_full, x.pins_swa, x.pins_mamba
+def _pin_sets(comps: ComponentSet, x: Node) -> list[PinSet[Any, Node] | None]:
+    """The node's pin set of each component, by index (None for an unconfigured one)."""
+    return [st.pins(x) if st in comps.configured else None for st in comps.by_index]
+
+
+def _fingerprint(comps: ComponentSet, x: Node) -> Fingerprint:
+    full, swa, mamba = comps.full, comps.swa, comps.mamba
+    sw = comps.has_swa
+    mb = comps.has_mamba
+    pf, pw, pm = _pin_sets(comps, x)
     return (
-        x.start, x.end, _slots(x.dev_full), _slots(x.host_pages), _slots(x.dev_swa),
-        _slots(x.host_swa_pages), x.dev_mamba, x.host_mamba,
+        x.start, x.end, _slots(full.device_slots(x)), _slots(full.host_slots(x)),
+        _slots(swa.device_slots(x)) if sw else None, _slots(swa.host_slots(x)) if sw else None,
+        mamba.device_state(x) if mb else None, mamba.host_state(x) if mb else None,
         tuple(pf.ids()) if pf else (), tuple(pw.ids()) if pw else (), tuple(pm.ids()) if pm else (),
     )
 
@@ -81,7 +94,7 @@ class StepCheck:
         for x in cache.nodes():
             if x.parent is None:
                 continue
-            fp = _fingerprint(x)
+            fp = _fingerprint(self.cache.components, x)
             now[x.id] = (x, fp)
             old = seen.get(x.id)
             if old is None or old[0] is not x:
@@ -101,9 +114,9 @@ class StepCheck:
                     used[ci][0] += len(d)  # type: ignore[arg-type]
                 if h is not None:
                     used[ci][1] += len(h)  # type: ignore[arg-type]
-            if x.dev_mamba is not None:
+            if fp[6] is not None:
                 used[2][0] += 1
-            if x.host_mamba is not None:
+            if fp[7] is not None:
                 used[2][1] += 1
         self._seen = now
         self._check_counts(step, used)
@@ -144,7 +157,7 @@ class StepCheck:
         ps = cache.config.page_size
         parent = x.parent
         assert parent is not None
-        if not x.alive or x.tree is not cache:
+        if not x.alive or x.tree.owner is not cache:
             raise InvariantError(step, f"node {x.id} is reachable but dead or of another cache")
         klen, rest = divmod(len(x.kb), TOKEN_BYTES)
         if rest or not klen or klen % ps or x.end != x.start + klen or x.start != parent.end:
@@ -153,7 +166,7 @@ class StepCheck:
         if parent.children.get(x.kb[: ps * TOKEN_BYTES]) is not x:
             raise InvariantError(step, f"node {x.id}: parent {parent.id} does not list it under its key")
         pages = klen // ps
-        for store in cache.components.by_index:
+        for store in cache.components.configured:
             for tier, slots in ((Tier.DEVICE, store.device_slots(x)), (Tier.HOST, store.host_slots(x))):
                 if not slots:
                     continue
@@ -167,7 +180,7 @@ class StepCheck:
                     raise InvariantError(step, f"node {x.id}: {store.marker.__name__} {tier.value} slots "
                                                f"{bad[:8]} are free or await quarantine but the node holds them")
         epoch = cache.ledger.epoch
-        for ci, p in enumerate((x.pins_full, x.pins_swa, x.pins_mamba)):
+        for ci, p in enumerate(_pin_sets(cache.components, x)):
             comp = _MARKERS[ci]
             ids: list[int] = []
             if p is not None:
@@ -206,6 +219,6 @@ class StepCheck:
                 if type(x) is not Node or not x.alive:
                     raise InvariantError(step, f"lease {lid} pins {x!r}, not a live node")
                 ci = _MARKERS.index(lease.component)
-                if (x.pins_full, x.pins_swa, x.pins_mamba)[ci] is not s:
+                if _pin_sets(self.cache.components, x)[ci] is not s:
                     raise InvariantError(step, f"lease {lid} sits in a pin set node {x.id} does not hold")
         self._lease_mark = top

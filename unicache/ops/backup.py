@@ -22,7 +22,7 @@ from unicache.ticket_table import TicketTable
 from unicache.tickets import BackupTicket, HostSegment, segment_parts
 from unicache.transfer.base import Ack, CopyOp, JobKind, Tier, TransferEngine, TransferJob
 from unicache.tree.node import Node
-from unicache.tree.pins import backup_in_flight, owned_by, pins_full, pins_mamba, pins_swa
+from unicache.tree.pins import backup_in_flight, owned_by
 
 
 class BackupScheduler:
@@ -65,10 +65,11 @@ class BackupScheduler:
         ticket id, or None when there is nothing to back up (already on
         host) or no host room.
         """
-        if node.parent is None or node.dev_full is None or node.host_pages is not None:
+        full = self._components.full
+        if node.parent is None or not full.on_device(node) or full.on_host(node):
             return None
         if self._write_back:
-            chain = [] if backup_in_flight(node) else [node]
+            chain = [] if backup_in_flight(full.pins(node)) else [node]
         else:
             chain = self.unbacked_chain(node)
         if not chain:
@@ -78,7 +79,7 @@ class BackupScheduler:
 
     def _copy_in_flight(self, node: Node) -> Borrowed[BackupTicket] | None:
         """The live backup whose copy moves `node`'s Full KV (its lease pins the node), if any."""
-        for owner in owned_by(node.pins_full, OwnerKind.BACKUP):
+        for owner in owned_by(self._components.full.pins(node), OwnerKind.BACKUP):
             t = self._tickets.backup(owner.id)
             if t is not None and t.full is not None:
                 return t
@@ -93,7 +94,7 @@ class BackupScheduler:
         owner = LeaseOwner(OwnerKind.BACKUP, tid, node.id)
         ledger = self._ledger
         t = BackupTicket(tid, ledger.epoch, node, owner)
-        t.full = ledger.acquire(Full, owner=owner, pins=(pins_full(node),))
+        t.full = ledger.acquire(Full, owner=owner, pins=(self._components.full.pin_set(node),))
         t.full_start = node.start
         t.copy = copy
         c = self._counters
@@ -112,13 +113,17 @@ class BackupScheduler:
 
     def unbacked_chain(self, node: Node) -> list[Node]:
         """`node` and its ancestors up to the first one backed up (or being backed up), root first."""
+        full = self._components.full
+        dev = full.dev
+        host = full.host_col
+        pins = full.pin_sets
         chain: list[Node] = []
         x = node
         while (
             x.parent is not None
-            and x.host_pages is None
-            and x.dev_full is not None
-            and not backup_in_flight(x)
+            and host[x.slot] is None
+            and dev[x.slot] is not None
+            and not backup_in_flight(pins.get(x.slot))
         ):
             chain.append(x)
             x = x.parent
@@ -132,11 +137,10 @@ class BackupScheduler:
         c = self._counters
         comps = self._components
         evictor = self._evictor
-        src: list[int] = []
-        for x in chain:
-            df = x.dev_full
-            assert df is not None
-            src += df
+        full = comps.full
+        swa = comps.swa
+        mamba = comps.mamba
+        src = full.gather_device(chain)
         host = evictor.alloc_host(FULL, len(src))
         if host is None:
             c.backups_refused += 1
@@ -145,13 +149,11 @@ class BackupScheduler:
         swa_nodes: list[Node] = []
         segs: list[HostSegment] = []
         if comps.has_swa:
-            swa_nodes = [x for x in chain if x.dev_swa is not None and x.host_swa_pages is None]
+            sdev = swa.dev
+            shost = swa.host_col
+            swa_nodes = [x for x in chain if sdev[x.slot] is not None and shost[x.slot] is None]
             if swa_nodes:
-                ssrc: list[int] = []
-                for x in swa_nodes:
-                    ds = x.dev_swa
-                    assert ds is not None
-                    ssrc += ds
+                ssrc = swa.gather_device(swa_nodes)
                 sdst = evictor.alloc_host(SWA_IDX, len(ssrc))
                 if sdst is None:
                     swa_nodes = []
@@ -164,27 +166,25 @@ class BackupScheduler:
                         k += w
         mamba_nodes: list[tuple[Node, int]] = []
         if comps.has_mamba:
-            want = [x for x in chain if x.dev_mamba is not None and x.host_mamba is None]
+            mdev = mamba.dev
+            mhost = mamba.host_col
+            want = [x for x in chain if mdev[x.slot] >= 0 and mhost[x.slot] < 0]
             if want:
                 mdst = evictor.alloc_host(MAMBA, len(want))
                 if mdst is not None:
-                    msrc: list[int] = []
-                    for x, slot in zip(want, mdst):
-                        dm = x.dev_mamba
-                        assert dm is not None
-                        msrc.append(dm)
-                        mamba_nodes.append((x, slot))
+                    msrc = [mdev[x.slot] for x in want]
+                    mamba_nodes = list(zip(want, mdst))
                     copies.append(CopyOp(Mamba, Tier.DEVICE, Tier.HOST, msrc, mdst))
         tid = self._tickets.issue()
         owner = LeaseOwner(OwnerKind.BACKUP, tid, chain[-1].id)
         ledger = self._ledger
         t = BackupTicket(tid, ledger.epoch, chain[-1], owner)
-        t.full = ledger.acquire(Full, owner=owner, pins=tuple(pins_full(x) for x in chain))
+        t.full = ledger.acquire(Full, owner=owner, pins=tuple(full.pin_set(x) for x in chain))
         if swa_nodes:
-            t.swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in swa_nodes))
+            t.swa = ledger.acquire(SWA, owner=owner, pins=tuple(swa.pin_set(x) for x in swa_nodes))
         if mamba_nodes:
             t.mamba = ledger.acquire(
-                Mamba, owner=owner, pins=tuple(pins_mamba(x) for x, _ in mamba_nodes)
+                Mamba, owner=owner, pins=tuple(mamba.pin_set(x) for x, _ in mamba_nodes)
             )
         t.full_start = chain[0].start
         t.full_dst = host
@@ -205,18 +205,21 @@ class BackupScheduler:
         as it is. None when nothing moves (no host room could be made).
         """
         evictor = self._evictor
+        comps = self._components
         copies: list[CopyOp] = []
         segs: list[HostSegment] = []
         mamba_slots: list[tuple[Node, int]] = []
-        if swa and node.dev_swa is not None and node.host_swa_pages is None:
-            sdst = evictor.alloc_host(SWA_IDX, len(node.dev_swa))
+        ds = comps.swa.device_slots(node) if swa and comps.has_swa else None
+        if ds is not None and comps.swa.host_slots(node) is None:
+            sdst = evictor.alloc_host(SWA_IDX, len(ds))
             if sdst is not None:
-                copies.append(CopyOp(SWA, Tier.DEVICE, Tier.HOST, list(node.dev_swa), sdst))
+                copies.append(CopyOp(SWA, Tier.DEVICE, Tier.HOST, list(ds), sdst))
                 segs.append((node.start, sdst))
-        if mamba and node.dev_mamba is not None and node.host_mamba is None:
+        dm = comps.mamba.device_state(node) if mamba and comps.has_mamba else None
+        if dm is not None and comps.mamba.host_state(node) is None:
             mdst = evictor.alloc_host(MAMBA, 1)
             if mdst is not None:
-                copies.append(CopyOp(Mamba, Tier.DEVICE, Tier.HOST, [node.dev_mamba], mdst))
+                copies.append(CopyOp(Mamba, Tier.DEVICE, Tier.HOST, [dm], mdst))
                 mamba_slots.append((node, mdst[0]))
         c = self._counters
         if not copies:
@@ -227,9 +230,9 @@ class BackupScheduler:
         ledger = self._ledger
         t = BackupTicket(tid, ledger.epoch, node, owner)
         if segs:
-            t.swa = ledger.acquire(SWA, owner=owner, pins=(pins_swa(node),))
+            t.swa = ledger.acquire(SWA, owner=owner, pins=(comps.swa.pin_set(node),))
         if mamba_slots:
-            t.mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(node),))
+            t.mamba = ledger.acquire(Mamba, owner=owner, pins=(comps.mamba.pin_set(node),))
         t.swa_segments = segs
         t.mamba_slots = mamba_slots
         job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))
@@ -242,15 +245,20 @@ class BackupScheduler:
 
     def back_up_new_aux(self, x: Node) -> None:
         """Write-through of a node whose Full is on host: back up the SWA/Mamba added since."""
+        comps = self._components
+        sw = comps.swa
+        mb = comps.mamba
         swa = (
-            x.dev_swa is not None
-            and x.host_swa_pages is None
-            and not backup_in_flight(x, x.pins_swa)
+            comps.has_swa
+            and sw.device_slots(x) is not None
+            and sw.host_slots(x) is None
+            and not backup_in_flight(sw.pins(x))
         )
         mamba = (
-            x.dev_mamba is not None
-            and x.host_mamba is None
-            and not backup_in_flight(x, x.pins_mamba)
+            comps.has_mamba
+            and mb.device_state(x) is not None
+            and mb.host_state(x) is None
+            and not backup_in_flight(mb.pins(x))
         )
         if swa or mamba:
             self.back_up_aux(x, swa, mamba)
@@ -297,13 +305,16 @@ class BackupScheduler:
         fh = full.host
         fs = t.full_start
         dst = t.full_dst
+        fdev = full.dev
+        fhost = full.host_col
         x: Node | None = t.node
         while x is not None and x.parent is not None and x.start >= fs:
             if ok:
                 pages = dst[(x.start - fs) // ps : (x.end - fs) // ps]
-                if x.host_pages is None:
-                    x.host_pages = pages
-                    if x.dev_full is not None:
+                slot = x.slot
+                if fhost[slot] is None:
+                    fhost[slot] = pages
+                    if fdev[slot] is not None:
                         full.note_duplicate(x)
                     elif not x.children:
                         full.lru_host.push(x)
@@ -319,8 +330,8 @@ class BackupScheduler:
                 mh = mamba.host
                 lru = mamba.lru_host
                 for node, slot in t.mamba_slots:
-                    if node.host_mamba is None:
-                        node.host_mamba = slot
+                    if mamba.host_state(node) is None:
+                        mamba.set_host_state(node, slot)
                         lru.push(node)
                     else:
                         mh.free([slot])
@@ -350,9 +361,10 @@ class BackupScheduler:
         swa = self._components.swa
         sh = swa.host
         lru = swa.lru_host
+        shost = swa.host_col
         for x, part in segment_parts(bottom, segments, self._ps):
-            if x.host_swa_pages is None:
-                x.host_swa_pages = part
+            if shost[x.slot] is None:
+                shost[x.slot] = part
                 lru.push(x)
             else:
                 sh.free(part)

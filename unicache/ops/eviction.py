@@ -11,7 +11,6 @@ from __future__ import annotations
 from array import array
 
 from unicache.components.catalog import ComponentSet
-from unicache.components.full import is_device_leaf
 from unicache.counters import CacheCounters
 from unicache.markers import FULL, SWA_IDX
 from unicache.ops.blocked import BlockLog
@@ -19,7 +18,6 @@ from unicache.ops.host_eviction import HostEvictor
 from unicache.ops.removal import NodeRemoval, iter_subtree
 from unicache.tree.lru import LazyLRU
 from unicache.tree.node import Node
-from unicache.tree.pins import has_pins
 
 
 class BackupNeed:
@@ -51,12 +49,15 @@ class DevicePass:
     in their heap again and returns what was freed.
     """
 
-    __slots__ = ("_evictor", "_full", "_swa", "_n", "freed", "_heap", "_blocked", "_write_back")
+    __slots__ = (
+        "_evictor", "_components", "_full", "_swa", "_n", "freed", "_heap", "_blocked", "_write_back",
+    )
 
     _blocked: list[Node]
 
     def __init__(self, evictor: Evictor, i: int, n: int, heap: LazyLRU, write_back: bool) -> None:
         self._evictor = evictor
+        self._components = evictor.components
         self._full = i == FULL
         self._swa = i == SWA_IDX
         self._n = n
@@ -71,27 +72,28 @@ class DevicePass:
         heap = self._heap
         wb = self._write_back
         ev = self._evictor
+        comps = self._components
+        full = comps.full
+        fdev = full.dev
+        fhost = full.host_col
         n = self._n
         while self.freed < n:
             node = heap.pop()
             if node is None:
                 break
-            if not node.alive or node.dev_full is None or node.parent is None:
+            slot = node.slot
+            if not slot or fdev[slot] is None or node.parent is None or node.dev_children:
                 continue
-            if not is_device_leaf(node):
-                continue
-            if node.pinned():
+            if comps.pinned(node):
                 self._blocked.append(node)
                 ev.note_blocked(node, "Full")
                 continue
             if wb:
-                if node.host_pages is None:
+                if fhost[slot] is None:
                     return BackupNeed(node, True, False, False)
-                if (node.dev_mamba is not None and node.host_mamba is None) or (
-                    node.dev_swa is not None and node.host_swa_pages is None
-                ):
+                if comps.aux_device_only(node):
                     return BackupNeed(node, False, True, True)
-            if node.host_pages is None:
+            if fhost[slot] is None:
                 self.freed += ev.drop_subtree(node)
             else:
                 self.freed += ev.demote(node)
@@ -102,10 +104,8 @@ class DevicePass:
         ack is settled); a victim whose backup is in flight or that is pinned again is held back."""
         node = need.node
         if started:
-            if self._full:
-                pinned = node.pinned()
-            else:
-                pinned = has_pins(node.pins_swa) or has_pins(node.pins_mamba)
+            comps = self._components
+            pinned = comps.pinned(node) if self._full else comps.aux_pinned(node)
             if not waited or pinned:
                 self._blocked.append(node)
                 return
@@ -122,7 +122,7 @@ class DevicePass:
         return self.freed
 
     def _evict_full(self, node: Node) -> None:
-        if node.host_pages is None:
+        if self._components.full.host_slots(node) is None:
             self.freed += self._evictor.drop_subtree(node)
         else:
             self.freed += self._evictor.demote(node)
@@ -132,31 +132,37 @@ class DevicePass:
         wb = self._write_back
         ev = self._evictor
         swa = self._swa
+        comps = self._components
+        sw = comps.swa
+        mamba = comps.mamba if comps.has_mamba else None
         name = "SWA" if swa else "Mamba"
         while self.freed < self._n:
             node = heap.pop()
             if node is None:
                 break
-            if not node.alive:
+            slot = node.slot
+            if not slot:
                 continue
             if swa:
-                if node.dev_swa is None:
+                if sw.dev[slot] is None:
                     continue
-                if has_pins(node.pins_swa) or has_pins(node.pins_mamba):
+                if comps.aux_pinned(node):
                     self._blocked.append(node)
                     ev.note_blocked(node, name)
                     continue
-                lose_swa = node.host_swa_pages is None
-                lose_mamba = node.dev_mamba is not None and node.host_mamba is None
+                lose_swa = sw.host_col[slot] is None
+                lose_mamba = mamba is not None and mamba.dev[slot] >= 0 and mamba.host_col[slot] < 0
             else:
-                if node.dev_mamba is None:
+                assert mamba is not None
+                if mamba.dev[slot] < 0:
                     continue
-                if has_pins(node.pins_mamba):
+                p = mamba.pin_sets.get(slot)
+                if p is not None and p:
                     self._blocked.append(node)
                     ev.note_blocked(node, name)
                     continue
                 lose_swa = False
-                lose_mamba = node.host_mamba is None
+                lose_mamba = mamba.host_col[slot] < 0
             if wb and (lose_swa or lose_mamba):
                 return BackupNeed(node, False, lose_swa, lose_mamba)
             self._evict_aux(node)
@@ -166,7 +172,8 @@ class DevicePass:
         ev = self._evictor
         if self._swa:
             self.freed += ev.free_dev_swa(node)
-            if node.dev_mamba is not None:
+            comps = self._components
+            if comps.has_mamba and comps.mamba.device_state(node) is not None:
                 ev.free_dev_mamba(node)
         else:
             self.freed += ev.free_dev_mamba(node)
@@ -177,7 +184,7 @@ class Evictor:
     """Owns eviction: device passes per component (`device_pass`), demotion, dropping subtrees,
     and host eviction (`evict_host`, `alloc_host`) through its `HostEvictor`."""
 
-    __slots__ = ("_components", "_counters", "_removal", "_blocks", "_host", "_write_back")
+    __slots__ = ("components", "_counters", "_removal", "_blocks", "_host", "_write_back")
 
     def __init__(
         self,
@@ -188,7 +195,7 @@ class Evictor:
         host: HostEvictor,
         write_back: bool,
     ) -> None:
-        self._components = components
+        self.components = components
         self._counters = counters
         self._removal = removal
         self._blocks = blocks
@@ -197,7 +204,7 @@ class Evictor:
 
     def device_pass(self, i: int, n: int) -> DevicePass:
         """A pass freeing at least `n` device slots of component index `i` (see `DevicePass`)."""
-        heap = self._components.by_index[i].lru_device
+        heap = self.components.by_index[i].lru_device
         return DevicePass(self, i, n, heap, self._write_back)
 
     def evict_host(self, i: int, n: int) -> int:
@@ -215,45 +222,52 @@ class Evictor:
     def demote(self, node: Node) -> int:
         """Drop `node`'s device copies (Full cascades to SWA and Mamba); host copies stay."""
         c = self._counters
-        full = self._components.full
-        pages = node.dev_full
+        comps = self.components
+        full = comps.full
         parent = node.parent
+        slot = node.slot
+        fdev = full.dev
+        pages = fdev[slot]
         assert pages is not None and parent is not None
-        node.dev_full = None
+        fdev[slot] = None
         parent.dev_children -= 1
         full.device.free(pages)
-        if node.dev_swa is not None:
+        freed = len(pages)
+        if comps.has_swa and comps.swa.device_slots(node) is not None:
             self.free_dev_swa(node)
-        if node.dev_mamba is not None:
+        if comps.has_mamba and comps.mamba.device_state(node) is not None:
             self.free_dev_mamba(node)
         c.demotions += 1
         c.device_evictions += 1
-        c.full_pages_evicted += len(pages)
-        if parent.parent is not None and is_device_leaf(parent):
+        c.full_pages_evicted += freed
+        if parent.parent is not None and full.is_device_leaf(parent):
             full.lru_device.push(parent)
-        if not node.children and node.host_pages is not None:
+        if not node.children and full.host_slots(node) is not None:
             full.lru_host.push(node)
-        return len(pages)
+        return freed
 
     def free_dev_swa(self, node: Node) -> int:
-        freed = self._components.swa.drop_device(node)
+        swa = self.components.swa
+        freed = swa.drop_device(node)
         self._counters.swa_pages_evicted += freed
-        if node.host_swa_pages is None:
+        if swa.host_slots(node) is None:
             self._counters.aux_lost += 1
         return freed
 
     def free_dev_mamba(self, node: Node) -> int:
-        freed = self._components.mamba.drop_device(node)
+        mamba = self.components.mamba
+        freed = mamba.drop_device(node)
         self._counters.mamba_evicted += 1
-        if node.host_mamba is None:
+        if mamba.host_state(node) is None:
             self._counters.aux_lost += 1
         return freed
 
     def drop_subtree(self, node: Node) -> int:
         """Remove `node` and everything below it (data lost); 0 if any of it is pinned."""
         sub = list(iter_subtree(node))
+        comps = self.components
         for x in sub:
-            if x.pinned():
+            if comps.pinned(x):
                 self._blocks.note(x, "Full", "device")
                 return 0
         removal = self._removal

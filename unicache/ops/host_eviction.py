@@ -50,7 +50,11 @@ class HostEvictor:
         if i != FULL:
             return self._evict_aux(i, n)
         freed = self._reclaimer.reclaim(n) if self._write_back else 0
-        heap = self._components.full.lru_host
+        comps = self._components
+        full = comps.full
+        heap = full.lru_host
+        fdev = full.dev
+        fhost = full.host_col
         c = self._counters
         removal = self._removal
         blocked: list[Node] = []
@@ -58,19 +62,18 @@ class HostEvictor:
             node = heap.pop()
             if node is None:
                 break
-            if (
-                not node.alive
-                or node.dev_full is not None
-                or node.host_pages is None
-                or node.children
-            ):
+            slot = node.slot
+            if not slot or fdev[slot] is not None or node.children:
                 continue
-            if node.pinned():
+            hf = fhost[slot]
+            if hf is None:
+                continue
+            if comps.pinned(node):
                 blocked.append(node)
                 self._blocks.note(node, "Full", "host")
                 continue
-            freed += len(node.host_pages)
-            c.host_pages_evicted += len(node.host_pages)
+            freed += len(hf)
+            c.host_pages_evicted += len(hf)
             c.host_evictions += 1
             removal.free_node(node)
             removal.remove_leaf(node)
@@ -92,7 +95,7 @@ class HostEvictor:
             node = heap.pop()
             if node is None:
                 break
-            if not node.alive or store.host_slots(node) is None:
+            if not node.slot or store.host_slots(node) is None:
                 continue
             if store.pinned(node):
                 blocked.append(node)

@@ -88,8 +88,13 @@ class Inserter:
         new_tokens = unevicted = dup = 0
         missing = False
         path: list[Node] = []
-        lru_full = self._components.full.lru_device
-        dups = self._components.full.dups
+        full = self._components.full
+        lru_full = full.lru_device
+        dups = full.dups
+        fdev = full.dev
+        fhost = full.host_col
+        swa = self._components.swa
+        sdev = swa.dev
         w = tree.page_bytes
         while pos < n:
             pb = pos * TOKEN_BYTES
@@ -100,14 +105,14 @@ class Inserter:
                     break
                 leaf = tree.add_leaf(node, tb[pb:])
                 i = (pos - start) // ps
-                leaf.dev_full = fs[i:] if i else fs
+                fdev[leaf.slot] = fs[i:] if i else fs
                 node.dev_children += 1
                 leaf.last_access = clk
                 leaf.hits = 1
                 lru_full.push(leaf)
                 if ss is not None:
-                    leaf.dev_swa = ss[i:] if i else ss
-                    self._components.swa.lru_device.push(leaf)
+                    sdev[leaf.slot] = ss[i:] if i else ss
+                    swa.lru_device.push(leaf)
                 new_tokens += n - pos
                 path.append(leaf)
                 node = leaf
@@ -123,30 +128,30 @@ class Inserter:
             child.last_access = clk
             child.hits += 1
             path.append(child)
+            slot = child.slot
             if pos < start:
-                if child.dev_full is None:
+                if fdev[slot] is None:
                     missing = True
                     break
             else:
                 i = (pos - start) // ps
                 j = i + klen // ps
-                if child.dev_full is None:
-                    child.dev_full = fs[i:j]
+                if fdev[slot] is None:
+                    fdev[slot] = fs[i:j]
                     node.dev_children += 1
                     unevicted += klen
                     lru_full.push(child)
-                    if child.host_pages is not None:
+                    if fhost[slot] is not None:
                         dups[child.id] = child
                 else:
                     fd.free(fs[i:j])
                     dup += j - i
                 if ss is not None:
-                    if child.dev_swa is None:
-                        child.dev_swa = ss[i:j]
-                        self._components.swa.lru_device.push(child)
+                    if sdev[slot] is None:
+                        sdev[slot] = ss[i:j]
+                        swa.lru_device.push(child)
                     else:
-                        sd = self._components.swa.device
-                        sd.free(ss[i:j])
+                        swa.device.free(ss[i:j])
             node = child
             pos += klen
         c = self._counters
@@ -172,8 +177,8 @@ class Inserter:
             thr = self._wt_threshold
             for x in reversed(path):
                 if x.hits >= thr:
-                    if x.host_pages is None:
-                        if not backup_in_flight(x):
+                    if fhost[x.slot] is None:
+                        if not backup_in_flight(full.pins(x)):
                             backups.back_up_chain(backups.unbacked_chain(x))
                     else:
                         backups.back_up_new_aux(x)
@@ -234,9 +239,10 @@ class Inserter:
 
 
     def _insert_mamba(self, node: Node, slot: int, donate: bool) -> MambaOutcome:
-        md = self._components.mamba.device
+        mamba = self._components.mamba
+        md = mamba.device
         c = self._counters
-        if node.parent is None or node.dev_mamba is not None:
+        if node.parent is None or mamba.device_state(node) is not None:
             if donate:
                 md.free([slot])
             if node.parent is not None:
@@ -245,8 +251,8 @@ class Inserter:
                 return "duplicate"
             return "none"
         if donate:
-            node.dev_mamba = slot
-            self._components.mamba.lru_device.push(node)
+            mamba.set_device_state(node, slot)
+            mamba.lru_device.push(node)
             return "donated"
         got = self._room.alloc(MAMBA, 1)
         if got is None:
@@ -254,6 +260,6 @@ class Inserter:
             self._reasons.note(self._room.no_room_reason("insert", MAMBA, 1, (node.id,)))
             return "skipped"
         self._pools.copy(CopyOp(Mamba, Tier.DEVICE, Tier.DEVICE, [slot], got))
-        node.dev_mamba = got[0]
-        self._components.mamba.lru_device.push(node)
+        mamba.set_device_state(node, got[0])
+        mamba.lru_device.push(node)
         return "copied"

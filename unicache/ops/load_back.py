@@ -7,12 +7,10 @@ settled by the same ack.
 
 from __future__ import annotations
 
-from array import array
 
 from leases import Borrowed, LeaseLedger
 
 from unicache.components.catalog import ComponentSet
-from unicache.components.full import evicted_chain
 from unicache.components.swa import window_nodes
 from unicache.counters import CacheCounters
 from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
@@ -25,7 +23,7 @@ from unicache.ticket_table import TicketTable
 from unicache.tickets import LoadBack, LoadBackTicket, Segment, segment_parts
 from unicache.transfer.base import Ack, CopyOp, JobKind, Tier, TransferEngine, TransferJob
 from unicache.tree.node import Node
-from unicache.tree.pins import owned_by, pins_full, pins_mamba, pins_swa
+from unicache.tree.pins import owned_by
 from unicache.tree.radix import RadixTree
 
 
@@ -84,21 +82,27 @@ class LoadBacks:
             c.load_backs_noop += 1
             self._reasons.note(Reason("load_back", ReasonKind.ROOT, nodes=(anchor.id,)))
             return None
-        chain, top = evicted_chain(anchor)
+        comps = self._components
+        full = comps.full
+        swa = comps.swa
+        mamba = comps.mamba
+        chain, top = full.evicted_chain(anchor)
         win: list[Node] = []
         swa_move: list[Node] = []
-        if self._components.has_swa:
+        if comps.has_swa:
             win = window_nodes(anchor, self._window)
-            lost = [x.id for x in win if x.dev_swa is None and x.host_swa_pages is None]
+            sdev = swa.dev
+            shost = swa.host_col
+            lost = [x.id for x in win if sdev[x.slot] is None and shost[x.slot] is None]
             if lost:
                 c.load_backs_refused += 1
                 self._reasons.note(Reason("load_back", ReasonKind.MISSING_STATE, "swa", tuple(lost)))
                 return None
-            swa_move = [x for x in win if x.dev_swa is None]
+            swa_move = [x for x in win if sdev[x.slot] is None]
             swa_move.reverse()
         mamba_move = False
-        if self._components.has_mamba and anchor.dev_mamba is None:
-            if anchor.host_mamba is None:
+        if comps.has_mamba and mamba.device_state(anchor) is None:
+            if mamba.host_state(anchor) is None:
                 c.load_backs_refused += 1
                 self._reasons.note(Reason("load_back", ReasonKind.MISSING_STATE, "mamba", (anchor.id,)))
                 return None
@@ -108,7 +112,7 @@ class LoadBacks:
             self._reasons.note(Reason("load_back", ReasonKind.NOTHING_TO_MOVE, nodes=(anchor.id,)))
             return None
         copy = None
-        if anchor.pins_full is not None or anchor.pins_swa is not None or anchor.pins_mamba is not None:
+        if comps.pinned(anchor):
             copy = self._copy_in_flight(anchor, chain, swa_move, mamba_move)
         tid = self._tickets.issue()
         owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
@@ -116,11 +120,11 @@ class LoadBacks:
         ledger = self._ledger
         if chain:
             scope = chain + [top] if top.parent is not None else chain
-            ticket.full = ledger.acquire(Full, owner=owner, pins=tuple(pins_full(x) for x in scope))
+            ticket.full = ledger.acquire(Full, owner=owner, pins=tuple(full.pin_set(x) for x in scope))
         if swa_move:
-            ticket.swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in win))
+            ticket.swa = ledger.acquire(SWA, owner=owner, pins=tuple(swa.pin_set(x) for x in win))
         if mamba_move:
-            ticket.mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(anchor),))
+            ticket.mamba = ledger.acquire(Mamba, owner=owner, pins=(mamba.pin_set(anchor),))
         if copy is not None:
             return self._join(ticket, copy)
         copies: list[CopyOp] = []
@@ -129,11 +133,7 @@ class LoadBacks:
         mamba_dst: list[int] | None = []
         full_n = swa_n = 0
         if chain:
-            src = array("i")
-            for x in chain:
-                hf = x.host_pages
-                assert hf is not None, x.id
-                src += hf
+            src = full.gather_host(chain)
             full_n = len(src)
             full_dst = self._room.alloc(FULL, full_n)
             if full_dst is not None:
@@ -142,11 +142,7 @@ class LoadBacks:
                 ticket.full_dst = full_dst
                 ticket.full_tokens = anchor.end - chain[0].start
         if swa_move and full_dst is not None:
-            ssrc = array("i")
-            for x in swa_move:
-                hs = x.host_swa_pages
-                assert hs is not None, x.id
-                ssrc += hs
+            ssrc = swa.gather_host(swa_move)
             swa_n = len(ssrc)
             swa_dst = self._room.alloc(SWA_IDX, swa_n)
             if swa_dst is not None:
@@ -162,7 +158,7 @@ class LoadBacks:
         if mamba_move and full_dst is not None and swa_dst is not None:
             mamba_dst = self._room.alloc(MAMBA, 1)
             if mamba_dst is not None:
-                hm = anchor.host_mamba
+                hm = mamba.host_state(anchor)
                 assert hm is not None
                 copies.append(CopyOp(Mamba, Tier.HOST, Tier.DEVICE, [hm], mamba_dst))
                 ticket.mamba_dst = mamba_dst[0]
@@ -207,15 +203,18 @@ class LoadBacks:
                 dst = t.full_dst
                 lru = self._components.full.lru_device
                 full = self._components.full
+                fdev = full.dev
+                fhost = full.host_col
                 x: Node | None = anchor
                 while x is not None and x.start >= fs and x.parent is not None:
                     pages = dst[(x.start - fs) // ps : (x.end - fs) // ps]
-                    if x.dev_full is None:
-                        x.dev_full = pages
+                    slot = x.slot
+                    if fdev[slot] is None:
+                        fdev[slot] = pages
                         x.parent.dev_children += 1
                         x.last_access = clk
                         lru.push(x)
-                        if x.host_pages is not None:
+                        if fhost[slot] is not None:
                             full.note_duplicate(x)
                     else:
                         fd.free(pages)
@@ -224,10 +223,11 @@ class LoadBacks:
             if t.swa_segments:
                 self._publish_swa_device(anchor, t.swa_segments)
             if t.mamba_dst is not None:
-                md = self._components.mamba.device
-                if anchor.dev_mamba is None:
-                    anchor.dev_mamba = t.mamba_dst
-                    self._components.mamba.lru_device.push(anchor)
+                mamba = self._components.mamba
+                md = mamba.device
+                if mamba.device_state(anchor) is None:
+                    mamba.set_device_state(anchor, t.mamba_dst)
+                    mamba.lru_device.push(anchor)
                 else:
                     md.free([t.mamba_dst])
                     self._counters.load_back_duplicate_mamba += 1
@@ -264,8 +264,9 @@ class LoadBacks:
         """
         tickets = self._tickets
         kind = OwnerKind.LOAD_BACK
-        owners = owned_by(anchor.pins_full, kind) + owned_by(anchor.pins_swa, kind)
-        owners += owned_by(anchor.pins_mamba, kind)
+        owners: list[LeaseOwner] = []
+        for store in self._components.configured:
+            owners += owned_by(store.pins(anchor), kind)
         for owner in owners:
             if owner.node != anchor.id:
                 continue
@@ -304,11 +305,13 @@ class LoadBacks:
 
     def _publish_swa_device(self, bottom: Node, segments: list[Segment]) -> None:
         """Give each node inside a segment its device SWA pages (or free them if it has some)."""
-        sd = self._components.swa.device
-        lru = self._components.swa.lru_device
+        swa = self._components.swa
+        sd = swa.device
+        lru = swa.lru_device
+        sdev = swa.dev
         for x, part in segment_parts(bottom, segments, self._ps):
-            if x.dev_swa is None:
-                x.dev_swa = part
+            if sdev[x.slot] is None:
+                sdev[x.slot] = part
                 lru.push(x)
             else:
                 sd.free(part)

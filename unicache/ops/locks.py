@@ -6,7 +6,7 @@ from itertools import count
 
 from leases import Held, Lease, LeaseLedger
 
-from unicache.components.full import deepest_device
+from unicache.components.catalog import ComponentSet
 from unicache.components.swa import window_nodes
 from unicache.counters import CacheCounters
 from unicache.markers import SWA, Full, Mamba
@@ -14,27 +14,31 @@ from unicache.owners import LeaseOwner, OwnerKind
 from unicache.reasons import Reason, ReasonKind, ReasonLog
 from unicache.tickets import LockReceipt
 from unicache.tree.node import Node
-from unicache.tree.pins import pins_full, pins_mamba, pins_swa
 from unicache.tree.radix import RadixTree
 
 
 class Locks:
     """Issues lock receipts (ids never reused) and releases them."""
 
-    __slots__ = ("_tree", "_ledger", "_counters", "_reasons", "_ids", "_swa", "_window", "_mamba", "_name")
+    __slots__ = (
+        "_tree", "_components", "_ledger", "_counters", "_reasons", "_ids", "_swa", "_window", "_mamba",
+        "_name",
+    )
 
     def __init__(
         self,
         tree: RadixTree,
+        components: ComponentSet,
         ledger: LeaseLedger,
         counters: CacheCounters,
         reasons: ReasonLog,
-        swa: bool,
         window: int,
-        mamba: bool,
         name: str,
     ) -> None:
         self._tree = tree
+        self._components = components
+        swa = components.has_swa
+        mamba = components.has_mamba
         self._ledger = ledger
         self._counters = counters
         self._reasons = reasons
@@ -50,7 +54,8 @@ class Locks:
         A path with nothing on device gives a 0-token receipt and notes a
         `HOST_ONLY` (or `ROOT`) reason.
         """
-        end = deepest_device(node)
+        comps = self._components
+        end = comps.full.deepest_device(node)
         rid = next(self._ids)
         ledger = self._ledger
         epoch = ledger.epoch
@@ -61,14 +66,15 @@ class Locks:
             self._reasons.note(Reason("lock", kind, nodes=(node.id,)))
             return LockReceipt(rid, end, 0, epoch, None, None, None, owner, ledger, self._name)
         end.last_access = self._tree.tick()
-        full = ledger.acquire(Full, owner=owner, pins=(pins_full(end),))
+        full = ledger.acquire(Full, owner=owner, pins=(comps.full.pin_set(end),))
         swa: Lease[SWA, Held] | None = None
         mamba: Lease[Mamba, Held] | None = None
         if self._swa:
             win = window_nodes(end, self._window)
-            swa = ledger.acquire(SWA, owner=owner, pins=tuple(pins_swa(x) for x in win))
-        if self._mamba and end.dev_mamba is not None:
-            mamba = ledger.acquire(Mamba, owner=owner, pins=(pins_mamba(end),))
+            sw = comps.swa
+            swa = ledger.acquire(SWA, owner=owner, pins=tuple(sw.pin_set(x) for x in win))
+        if self._mamba and comps.mamba.device_state(end) is not None:
+            mamba = ledger.acquire(Mamba, owner=owner, pins=(comps.mamba.pin_set(end),))
         return LockReceipt(rid, end, end.end, epoch, full, swa, mamba, owner, ledger, self._name)
 
     def unlock(self, receipt: LockReceipt) -> None:

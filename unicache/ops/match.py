@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from unicache.components.catalog import ComponentSet
 from unicache.components.swa import window_nodes
 from unicache.counters import CacheCounters
 from unicache.results import MatchResult
@@ -14,24 +15,24 @@ from unicache.tree.radix import RadixTree
 class Matcher:
     """Walks the tree for a request's tokens and says what is on device and what a load-back adds."""
 
-    __slots__ = ("_tree", "_counters", "_ps", "_swa", "_window", "_mamba", "_lb_threshold")
+    __slots__ = ("_tree", "_components", "_counters", "_ps", "_swa", "_window", "_mamba", "_lb_threshold")
 
     def __init__(
         self,
         tree: RadixTree,
+        components: ComponentSet,
         counters: CacheCounters,
         page_size: int,
-        swa: bool,
         window: int,
-        mamba: bool,
         load_back_threshold: int,
     ) -> None:
         self._tree = tree
+        self._components = components
         self._counters = counters
         self._ps = page_size
-        self._swa = swa
+        self._swa = components.has_swa
         self._window = window
-        self._mamba = mamba
+        self._mamba = components.has_mamba
         self._lb_threshold = load_back_threshold
 
     def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
@@ -46,11 +47,13 @@ class Matcher:
         frontier = 0
         swa = self._swa
         mamba = self._mamba
+        comps = self._components
+        fdev = comps.full.dev
         if not swa and not mamba:
             for node in path:
                 node.last_access = clk
                 node.hits += 1
-                if node.dev_full is not None:
+                if fdev[node.slot] is not None:
                     dev_node = node
             if path:
                 anchor = path[-1]
@@ -59,27 +62,32 @@ class Matcher:
             w = self._window
             run_any = run_dev = 0
             full_dev = True
+            sdev = comps.swa.dev
+            shost = comps.swa.host_col
+            mdev = comps.mamba.dev
+            mhost = comps.mamba.host_col
             for node in path:
                 node.last_access = clk
                 node.hits += 1
-                if node.dev_full is None:
+                slot = node.slot
+                if fdev[slot] is None:
                     full_dev = False
                 else:
                     frontier = node.end
                 lower = node.end - w
                 if swa:
-                    if node.dev_swa is None:
+                    if sdev[slot] is None:
                         run_dev = node.end
-                        if node.host_swa_pages is None:
+                        if shost[slot] is None:
                             run_any = node.end
                     ok_any = run_any <= lower or run_any == 0
                     ok_dev = run_dev <= lower or run_dev == 0
                 else:
                     ok_any = ok_dev = True
                 if mamba:
-                    if node.dev_mamba is None:
+                    if mdev[slot] < 0:
                         ok_dev = False
-                        if node.host_mamba is None:
+                        if mhost[slot] < 0:
                             ok_any = False
                 if ok_any:
                     anchor = node
@@ -89,10 +97,11 @@ class Matcher:
         full_host = a_end - frontier if a_end > frontier else 0
         swa_host = 0
         if swa and anchor is not dev_node:
+            sdev = comps.swa.dev
             for node in window_nodes(anchor, self._window):
-                if node.dev_swa is None:
+                if sdev[node.slot] is None:
                     swa_host += node.end - node.start
-        mamba_host = mamba and anchor.parent is not None and anchor.dev_mamba is None
+        mamba_host = mamba and anchor.parent is not None and comps.mamba.device_state(anchor) is None
         worth = anchor is not dev_node and (
             full_host >= self._lb_threshold or swa_host > 0 or mamba_host
         )

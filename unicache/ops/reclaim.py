@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from leases import EventKind, LeaseLedger
 
-from unicache.components.full import FullStore, is_device_leaf
+from unicache.components.full import FullStore
 from unicache.counters import CacheCounters
 from unicache.reasons import Reason, ReasonKind, ReasonLog
 
@@ -35,15 +35,19 @@ class DuplicateReclaimer:
         dups = full.dups
         fh = full.host
         c = self._counters
+        fdev = full.dev
+        fhost = full.host_col
+        pin_sets = full.pin_sets
         for spare_leaves in (True, False):
             for nid, node in list(dups.items()):
                 if freed >= n:
                     return freed
-                hf = node.host_pages
-                if not node.alive or node.dev_full is None or hf is None or node.parent is None:
+                slot = node.slot
+                hf = fhost[slot]
+                if not slot or fdev[slot] is None or hf is None or node.parent is None:
                     dups.pop(nid, None)
                     continue
-                p = node.pins_full
+                p = pin_sets.get(slot)
                 if p is not None and p:
                     if not spare_leaves:
                         c.reclaim_blocked += 1
@@ -55,10 +59,10 @@ class DuplicateReclaimer:
                             detail=f"Full host copy pinned by leases {p.ids()}",
                         )
                     continue
-                if spare_leaves and is_device_leaf(node):
+                if spare_leaves and full.is_device_leaf(node):
                     continue
                 fh.free(hf)
-                node.host_pages = None
+                fhost[slot] = None
                 del dups[nid]
                 freed += len(hf)
                 c.reclaimed_pages += len(hf)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from unicache.components.catalog import ComponentSet
-from unicache.components.full import is_device_leaf
 from unicache.components.store import ComponentStore
 from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree
@@ -48,8 +47,8 @@ class NodeRemoval:
         if parent.parent is None:
             return
         full = self._components.full
-        if parent.dev_full is not None:
-            if is_device_leaf(parent):
+        if full.on_device(parent):
+            if full.is_device_leaf(parent):
                 full.lru_device.push(parent)
-        elif not parent.children and parent.host_pages is not None:
+        elif not parent.children and full.on_host(parent):
             full.lru_host.push(parent)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from unicache.errors import DoubleFreeError, InvalidArgumentError, InvalidSlotError
-from unicache.markers import FULL
+from unicache.components.store import ComponentStore
 from unicache.pools.allocator import SlotAllocator
 from unicache.transfer.base import Tier
 from unicache.tree.node import Node
@@ -25,22 +25,18 @@ def free_lent(alloc: SlotAllocator, slots: Sequence[int]) -> None:
     )
 
 
-def path_pages(node: Node, i: int, name: str, tier: Tier) -> list[int]:
-    """The pages of component index `i` (Full or SWA, named `name`) of the whole path ending at
-    `node`, root first, on one tier.
+def path_pages(node: Node, store: ComponentStore, tier: Tier) -> list[int]:
+    """The slots of `store`'s component of the whole path ending at `node`, root first, on one tier.
 
     Raises `InvalidArgumentError` if a node of the path lacks them (e.g. a
     host-only node asked for device pages, or an SWA tombstone).
     """
     out: list[int] = []
     for x in node.path():
-        if i == FULL:
-            pages = x.dev_full if tier is Tier.DEVICE else x.host_pages
-        else:
-            pages = x.dev_swa if tier is Tier.DEVICE else x.host_swa_pages
+        pages = store.device_slots(x) if tier is Tier.DEVICE else store.host_slots(x)
         if pages is None:
             raise InvalidArgumentError(
-                f"path_pages: node {x.id} holds no {name} pages on {tier.value}"
+                f"path_pages: node {x.id} holds no {store.name} pages on {tier.value}"
             )
         out += pages
     return out

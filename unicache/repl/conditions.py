@@ -79,8 +79,9 @@ class Probe:
         for n in cache.nodes():
             counts: dict[str, int] = {}
             owners: set[str] = set()
-            for name, held in (("full", _owners(n.pins_full)), ("swa", _owners(n.pins_swa)),
-                               ("mamba", _owners(n.pins_mamba))):
+            for store in cache.components.configured:
+                name = store.name.lower()
+                held = _owners(store.pins(n))
                 if held:
                     counts[name] = len(held)
                     owners.update(held)

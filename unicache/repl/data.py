@@ -72,22 +72,24 @@ class DataOracle:
         checked = 0
         bad: list[Mismatch] = []
         enabled = cache.config.components
+        comps = cache.components
         for node in cache.nodes():
             if node.parent is None:
                 continue
             h = self.hashes(node.tokens())
             for tier in (Tier.DEVICE, Tier.HOST):
-                full = node.dev_full if tier is Tier.DEVICE else node.host_full
+                device = tier is Tier.DEVICE
+                full = comps.full.device_slots(node) if device else comps.full.host_list(node)
                 if full is not None:
                     checked += len(full)
                     self._compare(cache, node, Full, tier, full, self.full_pages(h, node.start, node.end), bad)
                 if SWA in enabled:
-                    swa = node.dev_swa if tier is Tier.DEVICE else node.host_swa
+                    swa = comps.swa.device_slots(node) if device else comps.swa.host_list(node)
                     if swa is not None:
                         checked += len(swa)
                         self._compare(cache, node, SWA, tier, swa, self.swa_pages(h, node.start, node.end), bad)
                 if Mamba in enabled:
-                    state = node.dev_mamba if tier is Tier.DEVICE else node.host_mamba
+                    state = comps.mamba.device_state(node) if device else comps.mamba.host_state(node)
                     if state is not None:
                         checked += 1
                         self._compare(cache, node, Mamba, tier, [state], self.mamba_rows(h, node.end), bad)

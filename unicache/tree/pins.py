@@ -1,4 +1,4 @@
-"""A node's pin sets (created on first pin) and the walk from a lease to the nodes it covers."""
+"""Questions to a node's pin sets, and the walk from a lease to the nodes it covers."""
 
 from __future__ import annotations
 
@@ -7,32 +7,10 @@ from typing import TypeVar
 
 from leases import Borrowed, Held, Lease, PinSet
 
-from unicache.markers import SWA, Full, Mamba
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.tree.node import Node
 
 C = TypeVar("C")
-
-
-def pins_full(node: Node) -> PinSet[Full, Node]:
-    p = node.pins_full
-    if p is None:
-        p = node.pins_full = PinSet(Full, node)
-    return p
-
-
-def pins_swa(node: Node) -> PinSet[SWA, Node]:
-    p = node.pins_swa
-    if p is None:
-        p = node.pins_swa = PinSet(SWA, node)
-    return p
-
-
-def pins_mamba(node: Node) -> PinSet[Mamba, Node]:
-    p = node.pins_mamba
-    if p is None:
-        p = node.pins_mamba = PinSet(Mamba, node)
-    return p
 
 
 def has_pins(p: PinSet[C, Node] | None) -> bool:
@@ -50,19 +28,21 @@ def covered(lease: Borrowed[Lease[C, Held]]) -> list[Node]:
 
 
 def drop_empty(pin_sets: Iterable[PinSet[C]]) -> None:
-    """Drop from its node each of `pin_sets` that no live lease is left in (it is made again on the next pin)."""
+    """Drop from its node each of `pin_sets` that no live lease is left in (it is made again on the next pin).
+
+    The node's tree lists the stores' pin sets by component (`RadixTree.pins`);
+    a dead node (slot 0) holds none.
+    """
     for p in pin_sets:
         if p:
             continue
         node = p.holder
-        if type(node) is not Node:
-            continue
-        if node.pins_full is p:
-            node.pins_full = None
-        elif node.pins_swa is p:
-            node.pins_swa = None
-        elif node.pins_mamba is p:
-            node.pins_mamba = None
+        if type(node) is Node:
+            slot = node.slot
+            if slot:
+                held = node.tree.pins.get(p.component)
+                if held is not None and held.get(slot) is p:
+                    del held[slot]
 
 
 def owned_by(p: PinSet[C, Node] | None, kind: OwnerKind) -> list[LeaseOwner]:
@@ -77,15 +57,14 @@ def owned_by(p: PinSet[C, Node] | None, kind: OwnerKind) -> list[LeaseOwner]:
     return out
 
 
-def backup_in_flight(node: Node, pins: PinSet[C, Node] | None = None) -> bool:
-    """Whether an in-flight backup copies `node`'s Full KV (its Full lease pins the node).
+def backup_in_flight(pins: PinSet[C, Node] | None) -> bool:
+    """Whether an in-flight backup holds a lease in `pins` (a node's pin set of one component).
 
-    Pass another of the node's pin sets to ask about that component instead.
+    Asked of a node's Full pin set: is a backup copying its Full KV?
     """
-    p = node.pins_full if pins is None else pins
-    if not p:
+    if not pins:
         return False
-    for lease in p:
+    for lease in pins:
         owner = lease.owner
         if type(owner) is LeaseOwner and owner.kind is OwnerKind.BACKUP:
             return True

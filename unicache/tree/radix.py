@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterator
 from itertools import count
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
+
+from leases import PinSet
 
 from unicache.tree.node import TOKEN_BYTES, Node
 
@@ -31,6 +32,37 @@ def common_pages(a: K, b: K, page_size: int) -> int:
     return lo * page_size
 
 
+class NodeColumns(Protocol):
+    """Per-node state kept outside `Node`, in columns indexed by `Node.slot` (a component store).
+
+    The tree registers each and keeps every column as long as its slot
+    count: it grows them for a new slot, clears a removed node's slot, and
+    lets each split its state between the two fragments of a split node.
+    """
+
+    def columns(self) -> int:
+        """How many slots the columns hold (1, the null slot, before registration)."""
+
+    def grow(self) -> None:
+        """Append one empty entry to every column (a new slot)."""
+
+    def clear(self, slot: int) -> None:
+        """Empty every column at `slot` (its node was removed)."""
+
+    def truncate(self) -> None:
+        """Keep only slot 0 (the null slot) in every column (a reset)."""
+
+    def init_root(self, root: Node) -> None:
+        """Give a fresh root its state (the root holds empty Full page lists)."""
+
+    def split(self, upper: Node, lower: Node, pages: int) -> None:
+        """Move the first `pages` pages of `lower`'s state to the new `upper` fragment."""
+
+    @property
+    def pin_sets(self) -> dict[int, PinSet[Any, Node]]:
+        """The node pin sets by slot (sparse: only pinned nodes have one)."""
+
+
 class RadixTree:
     """The tree of one cache epoch. Node ids come from `ids`, shared across epochs.
 
@@ -39,9 +71,24 @@ class RadixTree:
     are in tokens. `on_split(upper, lower)` runs after every split so the cache
     can carry pins, eviction-heap entries and bookkeeping over to the new upper
     fragment.
+
+    The tree also hands out node slots (`Node.slot`): indexes into the
+    registered `NodeColumns` (the component stores' per-node columns), 1 and
+    up, a removed node's slot reused for the next new node; slot 0 is the
+    null slot every dead node points at.
     """
 
-    __slots__ = ("page_size", "page_bytes", "root", "ids", "on_split", "size", "owner", "clock")
+    __slots__ = (
+        "page_size", "page_bytes", "root", "ids", "on_split", "size", "owner", "clock",
+        "columns", "pins", "_free_slots", "slots",
+    )
+
+    columns: tuple[NodeColumns, ...]
+    pins: dict[type, dict[int, PinSet[Any, Node]]]
+    """Each registered component's pin sets by slot (`drop_empty` removes drained ones here)."""
+    _free_slots: list[int]
+    slots: int
+    """Slots handed out so far, slot 0 included (the length of every column)."""
 
     def __init__(
         self,
@@ -56,13 +103,39 @@ class RadixTree:
         self.owner = owner
         self.on_split = on_split
         self.clock = 0
+        self.columns = ()
+        self.pins = {}
+        self._free_slots = []
+        self.slots = 1
         self.root = self._new_root()
         self.size = 1
 
+    def register(self, component: type, columns: NodeColumns) -> None:
+        """Keep `columns` (the store of `component`) as long as the slot count from now on."""
+        if component in self.pins:
+            raise ValueError(f"columns for {component.__name__} are already registered")
+        if columns.columns() != 1:
+            raise ValueError("columns must hold only the null slot when registered")
+        for _ in range(self.slots - 1):
+            columns.grow()
+        self.columns = (*self.columns, columns)
+        self.pins[component] = columns.pin_sets
+        columns.init_root(self.root)
+
+    def _slot(self) -> int:
+        free = self._free_slots
+        if free:
+            return free.pop()
+        slot = self.slots
+        self.slots = slot + 1
+        for cols in self.columns:
+            cols.grow()
+        return slot
+
     def _new_root(self) -> Node:
-        root = Node(next(self.ids), None, b"", 0, self.owner)
-        root.dev_full = []
-        root.host_pages = array("i")
+        root = Node(next(self.ids), self._slot(), None, b"", 0, self)
+        for cols in self.columns:
+            cols.init_root(root)
         return root
 
     def tick(self) -> int:
@@ -109,23 +182,12 @@ class RadixTree:
         assert parent is not None
         mb = m * TOKEN_BYTES
         kb = node.kb
-        upper = Node(next(self.ids), parent, kb[:mb], node.start, self.owner)
+        upper = Node(next(self.ids), self._slot(), parent, kb[:mb], node.start, self)
         pages = m // ps
         upper.last_access = node.last_access
         upper.hits = node.hits
-        upper.dev_children = 1 if node.dev_full is not None else 0
-        if node.dev_full is not None:
-            upper.dev_full = node.dev_full[:pages]
-            node.dev_full = node.dev_full[pages:]
-        if node.host_pages is not None:
-            upper.host_pages = node.host_pages[:pages]
-            node.host_pages = node.host_pages[pages:]
-        if node.dev_swa is not None:
-            upper.dev_swa = node.dev_swa[:pages]
-            node.dev_swa = node.dev_swa[pages:]
-        if node.host_swa_pages is not None:
-            upper.host_swa_pages = node.host_swa_pages[:pages]
-            node.host_swa_pages = node.host_swa_pages[pages:]
+        for cols in self.columns:
+            cols.split(upper, node, pages)
         node.kb = kb[mb:]
         node.start += m
         node.parent = upper
@@ -139,16 +201,20 @@ class RadixTree:
 
     def add_leaf(self, parent: Node, kb: bytes) -> Node:
         """Attach a new node for key bytes `kb` below `parent` (no residency yet)."""
-        node = Node(next(self.ids), parent, kb, parent.end, self.owner)
+        node = Node(next(self.ids), self._slot(), parent, kb, parent.end, self)
         parent.children[kb[: self.page_bytes]] = node
         self.size += 1
         return node
 
     def remove_leaf(self, node: Node) -> None:
-        """Detach a childless node; it stops being alive."""
+        """Detach a childless node; it stops being alive and its slot is cleared for reuse."""
         assert not node.children and node.parent is not None, node.id
         del node.parent.children[node.kb[: self.page_bytes]]
-        node.alive = False
+        slot = node.slot
+        for cols in self.columns:
+            cols.clear(slot)
+        self._free_slots.append(slot)
+        node.slot = 0
         self.size -= 1
 
     def __iter__(self) -> Iterator[Node]:
@@ -160,9 +226,13 @@ class RadixTree:
             stack.extend(reversed(list(node.children.values())))
 
     def kill(self) -> None:
-        """Mark every node dead (a reset dropped this tree)."""
+        """Mark every node dead and empty every column (a reset dropped this tree)."""
         for node in self:
-            node.alive = False
+            node.slot = 0
+        for cols in self.columns:
+            cols.truncate()
+        self._free_slots = []
+        self.slots = 1
 
     def clear(self) -> None:
         """Kill every node and start again from a fresh root (a reset); ids and clock go on."""

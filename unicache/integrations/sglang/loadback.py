@@ -11,7 +11,7 @@ from typing import Final, Optional
 from leases import Borrowed, Held, Lease, consumes, linear
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 
-from unicache.components.markers import SWA, Full, Mamba
+from unicache.markers import SWA, Full, Mamba
 
 MARKERS: Final[dict[ComponentType, type[object]]] = {
     ComponentType.FULL: Full, ComponentType.SWA: SWA, ComponentType.MAMBA: Mamba,

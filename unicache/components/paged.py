@@ -1,0 +1,142 @@
+"""`PagedStore`: a component holding one slot per page of a node's key on each tier (Full, SWA)."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+from leases import PinSet
+
+from unicache.components.store import ComponentStore
+from unicache.pools.allocator import SlotAllocator
+from unicache.tree.node import Node
+
+C = TypeVar("C")
+
+
+class PagedStore(ComponentStore, Generic[C]):
+    """Pages per node on device (`list`) and host (compact `array("i")`), and a pin set per node.
+
+    Columns indexed by `Node.slot`: `dev` (device pages or None), `host_col`
+    (host pages or None). Pin sets are rare (a node is pinned only while a
+    request or a copy uses it), so they are kept sparse: `pin_sets` maps a
+    slot to its pin set, created on the node's first pin and dropped when a
+    release drains it. Slot 0 is the null slot of dead nodes and stays
+    empty everywhere.
+    """
+
+    __slots__ = ("dev", "host_col", "pin_sets", "component")
+
+    dev: list[list[int] | None]
+    host_col: list[array[int] | None]
+    pin_sets: dict[int, PinSet[C, Node]]
+    component: type[C]
+    """The marker (`marker`), typed for the pin sets it makes."""
+
+    def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
+        self.dev = [None]
+        self.host_col = [None]
+        self.pin_sets = {}
+        self.component = self.marker
+        super().__init__(device, host)
+
+    def pins(self, node: Node) -> PinSet[C, Node] | None:
+        return self.pin_sets.get(node.slot)
+
+    def pin_set(self, node: Node) -> PinSet[C, Node]:
+        """The node's pin set of this component, created on first use (to pin the node)."""
+        slot = node.slot
+        p = self.pin_sets.get(slot)
+        if p is None:
+            assert slot, f"node {node.id} is dead: it cannot be pinned"
+            p = self.pin_sets[slot] = PinSet(self.component, node)
+        return p
+
+    def device_slots(self, node: Node) -> list[int] | None:
+        return self.dev[node.slot]
+
+    def host_slots(self, node: Node) -> array[int] | None:
+        return self.host_col[node.slot]
+
+    def host_list(self, node: Node) -> list[int] | None:
+        """The node's host pages as a list (a copy of the compact array), or None."""
+        pages = self.host_col[node.slot]
+        return None if pages is None else pages.tolist()
+
+    def set_device(self, node: Node, pages: list[int]) -> None:
+        """Record `pages` (one per page of `node`'s key) as the node's device pages."""
+        self.dev[node.slot] = pages
+
+    def set_host(self, node: Node, pages: array[int]) -> None:
+        """Record `pages` as the node's host pages."""
+        self.host_col[node.slot] = pages
+
+    def gather_device(self, nodes: Iterable[Node]) -> list[int]:
+        """The device pages of `nodes` concatenated (each must hold some)."""
+        dev = self.dev
+        out: list[int] = []
+        for x in nodes:
+            pages = dev[x.slot]
+            assert pages is not None, x.id
+            out += pages
+        return out
+
+    def gather_host(self, nodes: Iterable[Node]) -> array[int]:
+        """The host pages of `nodes` concatenated, compact (each must hold some)."""
+        host = self.host_col
+        out = array("i")
+        for x in nodes:
+            pages = host[x.slot]
+            assert pages is not None, x.id
+            out += pages
+        return out
+
+    def drop_device(self, node: Node) -> int:
+        slot = node.slot
+        pages = self.dev[slot]
+        assert pages is not None, node.id
+        self.device.free(pages)
+        self.dev[slot] = None
+        return len(pages)
+
+    def drop_host(self, node: Node) -> int:
+        slot = node.slot
+        pages = self.host_col[slot]
+        assert pages is not None, node.id
+        self.host.free(pages)
+        self.host_col[slot] = None
+        return len(pages)
+
+    def columns(self) -> int:
+        return len(self.dev)
+
+    def null_slot_empty(self) -> bool:
+        return self.dev[0] is None and self.host_col[0] is None and 0 not in self.pin_sets
+
+    def grow(self) -> None:
+        self.dev.append(None)
+        self.host_col.append(None)
+
+    def clear(self, slot: int) -> None:
+        self.dev[slot] = None
+        self.host_col[slot] = None
+        self.pin_sets.pop(slot, None)
+
+    def truncate(self) -> None:
+        del self.dev[1:]
+        del self.host_col[1:]
+        self.pin_sets.clear()
+
+    def split(self, upper: Node, lower: Node, pages: int) -> None:
+        u, lo = upper.slot, lower.slot
+        dev = self.dev
+        d = dev[lo]
+        if d is not None:
+            dev[u] = d[:pages]
+            dev[lo] = d[pages:]
+        host = self.host_col
+        h = host[lo]
+        if h is not None:
+            host[u] = h[:pages]
+            host[lo] = h[pages:]
