@@ -53,7 +53,8 @@ bench: setup
 bench-scale: setup
 	$(PY) benchmarks/bench_scale.py
 
-# Side by side with SGLang's own cache (needs its CPU harness; sets up its venv when missing).
+# Side by side with SGLang's own cache, our side on the pure and (when built) the compiled build
+# (needs its CPU harness; sets up its venv when missing).
 peer: setup
 	$(PY) benchmarks/peer_sglang.py --harness ../shared/bench/sglang_harness.py
 

@@ -24,13 +24,15 @@ calls (gc off, `time.process_time_ns`, the median per call):
                 allocation untimed);
 - backup:       `backup` of a cached leaf + `poll` (its ack);
 - evict:        `evict_device` of one page: one LRU victim, demoted (every device leaf is
-                backed up first, untimed, so that this is the eviction alone);
+                backed up first, untimed, so that this is the eviction alone); a victim
+                frees all its pages, so it is also given per page freed;
 - load-back:    `load_back` of an evicted node + `poll` + `result`.
 
 Path-walking ops (match, lock, unlock, insert, load-back) are also reported
-per node on the path. The flatness ratio is the cost at the largest
-checkpoint over the cost at the smallest (per path node where relevant): 1.0x
-is flat. Bytes per node: in a second, untimed replay, tracemalloc's current
+per node on the path, and evict per page freed (the victims of a larger
+tree are not the same size). The flatness ratio is the cost at the largest
+checkpoint over the cost at the smallest (per path node, or per page freed,
+where given): 1.0x is flat. Bytes per node: in a second, untimed replay, tracemalloc's current
 traced memory (tracing starts after the cache and the requests are built, so
 the fixed pool tables and the driver's token arrays are out) over the node
 count, at the same checkpoints.
@@ -60,6 +62,9 @@ from unicache.tree import Node
 CHECKPOINTS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000)
 OPS = ("match", "lock", "unlock", "alloc", "free", "insert", "backup", "evict", "load-back")
 PATH_OPS = ("match", "lock", "unlock", "insert", "load-back")
+PAGE_OPS = ("evict",)
+"""Ops whose work is the victim's pages: also given per page freed, and judged per page."""
+SPLIT_OPS = PATH_OPS + PAGE_OPS
 FLAT = 1.5
 """A flatness ratio above this is reported as growing."""
 
@@ -165,7 +170,7 @@ def measure(drv: Driver, samples: int, rng: random.Random) -> dict[str, tuple[fl
         for _ in range(samples):
             t0 = clock()
             freed = cache.evict_device(Full, 1)
-            per["evict"].append((clock() - t0, 1))
+            per["evict"].append((clock() - t0, max(freed, 1)))
             assert freed >= 1
         assert cache.counters.device_evictions > before
         gc.enable()
@@ -245,7 +250,7 @@ def memory_run(trace: list[array[int]], args: argparse.Namespace, served: int) -
 
 
 def flatness(rows: list[tuple[int, dict[str, tuple[float, float]]]], op: str) -> float:
-    use = 1 if op in PATH_OPS else 0
+    use = 1 if op in SPLIT_OPS else 0
     have = [r[op][use] for _, r in rows if op in r]
     return have[-1] / have[0]
 
@@ -259,10 +264,11 @@ def plot(rows: list[tuple[int, dict[str, tuple[float, float]]]], mem: list[tuple
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     sizes = [s for s, _ in rows]
     for op in OPS:
-        use = 1 if op in PATH_OPS else 0
+        use = 1 if op in SPLIT_OPS else 0
         ys = [r[op][use] / 1000 for _, r in rows if op in r]
         if len(ys) == len(sizes):
-            ax1.plot(sizes, ys, marker="o", label=op + (" (per path node)" if use else ""))
+            unit = " (per path node)" if op in PATH_OPS else " (per page freed)" if use else ""
+            ax1.plot(sizes, ys, marker="o", label=op + unit)
     ax1.set(xscale="log", yscale="log", xlabel="nodes in the tree", ylabel="µs per op (median)",
             title="per-op cost as the tree grows")
     ax1.legend(fontsize=7)
@@ -296,7 +302,8 @@ def main() -> None:
         args.capacity_tokens = (per_window * (args.max_nodes // 8_000 + 2)) // args.tokens_per_block * args.tokens_per_block
     rows, served = timing_run(trace, args)
     mem = [] if args.no_memory else memory_run(trace, args, served)
-    table = Table(title="unicache per-op cost (median ns per call; per path node in brackets) as the tree grows")
+    table = Table(title="unicache per-op cost (median ns per call; per path node, or per page freed for evict, "
+                        "in brackets) as the tree grows")
     table.add_column("nodes", justify="right")
     for op in OPS:
         table.add_column(op, justify="right")
@@ -307,7 +314,7 @@ def main() -> None:
         for op in OPS:
             if op not in r:
                 cells.append("-")
-            elif op in PATH_OPS:
+            elif op in SPLIT_OPS:
                 cells.append(f"{r[op][0]:,.0f} [{r[op][1]:,.0f}]")
             else:
                 cells.append(f"{r[op][0]:,.0f}")
@@ -321,7 +328,7 @@ def main() -> None:
     table.add_row(f"{rows[-1][0]:,}/{rows[0][0]:,}", *cells)
     Console(width=200).print(table)
     print(f"flatness: cost at {rows[-1][0]:,} nodes / cost at {rows[0][0]:,} nodes (per path node for "
-          f"{', '.join(PATH_OPS)}); above {FLAT}x is marked GROWS")
+          f"{', '.join(PATH_OPS)}; per page freed for {', '.join(PAGE_OPS)}); above {FLAT}x is marked GROWS")
     plot(rows, mem, args.png)
     print(f"plot: {args.png}")
     if args.json:

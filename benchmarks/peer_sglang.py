@@ -2,10 +2,12 @@
 
     python benchmarks/peer_sglang.py [--harness ../shared/bench/sglang_harness.py]
         [--sglang-venv /tmp/sglang-venv] [--rounds 3] [--configs full/1,full/16,full+mamba/1]
-        [--policies write_back,write_through] [--no-memory] [--json PATH]
+        [--policies write_back,write_through] [--builds pure,compiled] [--no-memory] [--json PATH]
 
-For every configuration it alternates, round by round, our replay (in this
-process) and SGLang's harness (in its own venv, set up with the harness's
+For every configuration it alternates, round by round, our replay on each
+build (`pure` in this process; `compiled`, the default whenever `make setup`
+built the mypyc copy in build/compiled, in a fresh interpreter on that copy)
+and SGLang's harness (in its own venv, set up with the harness's
 `setup-sglang-venv.sh` when missing), on the same requests (the harness's
 `gen_workload`, whose page-size-1 form is its `--dump-workload`; both sides
 get the harness's `array("q")` token sequences), the same pool sizes
@@ -16,11 +18,14 @@ ratio ours/theirs for each SGLang core, per-op means, the work each side did
 wherever that work differs by more than 10%, and the peak Python memory per
 cached node of both sides (tracemalloc over the run, started once the cache
 is built, divided by the peak node count; SGLang's Python core only: the Rust
-core's nodes are not Python objects).
+core's nodes are not Python objects). Both builds must do identical work
+(same counters and digest). The issue's targets are judged on the best build
+a normal set-up gives: the compiled one when a C compiler exists.
 
 Per-op figures are exclusive like the harness's: every eviction (explicit,
 or run inside a load-back or an allocation) is timed as `evict` and its time
-is taken out of the enclosing operation.
+is taken out of the enclosing operation (through the device room's `clock`
+hook: `DeviceRoom.evict_ns`).
 
 On our side leases, pin sets and the runtime checks stay on: the ledger runs
 at its cheapest setting (no event ring, no sites), as a production engine
@@ -33,6 +38,7 @@ import argparse
 import gc
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -48,16 +54,10 @@ from rich.console import Console
 from rich.table import Table
 
 from unicache import CacheConfig, Full, ImmediateEngine, Mamba, UniCache
-from unicache.components.catalog import ComponentSet
-from unicache.counters import CacheCounters
-from unicache.ops.backup import BackupScheduler
-from unicache.ops.eviction import Evictor
-from unicache.ops.room import DeviceRoom
-from unicache.reasons import ReasonLog
-from unicache.ticket_table import TicketTable
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_HARNESS = REPO.parent / "shared" / "bench" / "sglang_harness.py"
+COMPILED = REPO / "build" / "compiled"
 HOST_RATIO = 12
 MAMBA_SLOTS = 64
 LOAD_BACK_THRESHOLD = 10
@@ -157,41 +157,8 @@ def workload(harness: ModuleType, seed: int, page_size: int) -> tuple[list[array
     return tokens, unique, device
 
 
-class _TimedRoom(DeviceRoom):
-    """The cache's device room, timing every eviction (the peer table's `evict` row)."""
-
-    __slots__ = ("run", "evict_ns")
-
-    def __init__(
-        self,
-        components: ComponentSet,
-        evictor: Evictor,
-        backups: BackupScheduler,
-        tickets: TicketTable,
-        counters: CacheCounters,
-        reasons: ReasonLog,
-        sync_write_back: bool,
-    ) -> None:
-        super().__init__(components, evictor, backups, tickets, counters, reasons, sync_write_back)
-        self.run: Run | None = None
-        self.evict_ns = 0
-
-    def evict(self, i: int, n: int) -> int:
-        t0 = time.perf_counter_ns()
-        freed = super().evict(i, n)
-        dt = time.perf_counter_ns() - t0
-        self.evict_ns += dt
-        if self.run is not None:
-            self.run.add("evict", dt)
-        return freed
-
-
-class _TimedCache(UniCache):
-    room_type = _TimedRoom
-
-
 def build_ours(cfg: PeerConfig, device_tokens: int) -> UniCache:
-    return _TimedCache(CacheConfig(
+    return UniCache(CacheConfig(
         device_tokens=device_tokens,
         page_size=cfg.page_size,
         host_ratio=HOST_RATIO,
@@ -222,8 +189,7 @@ def run_ours(
     full_alloc = cache.pools.device_pool(Full).alloc
     ns = time.perf_counter_ns
     room = cache.room
-    assert isinstance(room, _TimedRoom)
-    room.run = run
+    room.clock = ns
     dev_hit = host_hit_total = loaded_total = load_backs = peak_nodes = 0
     digest = 0
     gc.collect()
@@ -288,6 +254,7 @@ def run_ours(
         if memory:
             peak_nodes = max(peak_nodes, cache.node_count)
     run.wall_s = (ns() - start) / 1e9
+    run.op_ns["evict"] = [room.evict_ns, room.evict_calls]
     peak_bytes = 0
     if memory:
         peak_bytes = tracemalloc.get_traced_memory()[1] - base
@@ -390,6 +357,58 @@ WORK_NOTES = {
 }
 
 
+def _run_to_json(run: Run) -> dict[str, object]:
+    return {"wall_s": run.wall_s, "op_ns": run.op_ns, "work": run.work}
+
+
+def _run_from_json(data: dict[str, object]) -> Run:
+    op_ns = data["op_ns"]
+    work = data["work"]
+    assert isinstance(op_ns, dict) and isinstance(work, dict)
+    return Run(wall_s=float(str(data["wall_s"])), op_ns={str(k): [int(a), int(b)] for k, (a, b) in op_ns.items()},
+               work={str(k): int(v) for k, v in work.items()})
+
+
+def loaded_build() -> str:
+    """`compiled` when the core's ops are C extensions in this process, else `pure`."""
+    import unicache.ops.insert as probe
+
+    return "compiled" if str(probe.__file__).endswith((".so", ".pyd")) else "pure"
+
+
+def run_ours_in(build: str, harness: Path, cfg: PeerConfig, *, memory: bool = False) -> Run:
+    """Our replay on `build`: in this process for `pure`; for `compiled`, a fresh interpreter on the
+    mypyc copy in build/compiled (PYTHONPATH and UNICACHE_BUILD as `make test-compiled` sets them),
+    which regenerates the same requests from the harness and checks it loaded the compiled core."""
+    if build == "pure":
+        tokens, _, device = workload(load_harness(harness), 0, cfg.page_size)
+        return run_ours(cfg, tokens, device, memory=memory)
+    root = COMPILED
+    env = dict(os.environ, PYTHONPATH=str(root), UNICACHE_BUILD="compiled")
+    cmd = [sys.executable, str(root / "benchmarks" / "peer_sglang.py"), "--harness", str(harness),
+           "--worker", f"{cfg.components}/{cfg.page_size}/{cfg.policy}"] + (["--worker-memory"] if memory else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiled worker failed for {cfg.label}:\n{proc.stderr[-3000:]}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    if data.get("build") != "compiled":
+        raise RuntimeError(f"the compiled worker loaded the {data.get('build')} build (is build/compiled stale?)")
+    return _run_from_json(data)
+
+
+def _worker(harness: Path, spec: str, memory: bool) -> None:
+    comp, ps, policy = spec.split("/")
+    cfg = PeerConfig(comp, int(ps), policy)
+    tokens, _, device = workload(load_harness(harness), 0, cfg.page_size)
+    run = run_ours(cfg, tokens, device, memory=memory)
+    print(json.dumps({"build": loaded_build(), **_run_to_json(run)}))
+
+
+def default_builds() -> str:
+    marker = COMPILED / "BUILD"
+    return "pure,compiled" if marker.exists() and marker.read_text().strip() == "compiled" else "pure"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--harness", type=Path, default=DEFAULT_HARNESS)
@@ -397,89 +416,122 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--configs", default="full/1,full/16,full+mamba/1")
     parser.add_argument("--policies", default="write_back,write_through")
+    parser.add_argument("--builds", default=None,
+                        help="our builds to run: pure,compiled (default: both when build/compiled is compiled)")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory runs")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-memory", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not args.harness.exists():
         raise SystemExit(f"no harness at {args.harness}; pass --harness PATH")
-    harness = load_harness(args.harness)
-    python = ensure_sglang_venv(args.sglang_venv, args.harness)
-    console = Console(width=200)
+    harness_path = args.harness.resolve()
+    if args.worker:
+        _worker(harness_path, args.worker, args.worker_memory)
+        return
+    builds = (args.builds or default_builds()).split(",")
+    for b in builds:
+        if b not in ("pure", "compiled"):
+            raise SystemExit(f"unknown build {b!r}: pure or compiled")
+    best = builds[-1]
+    harness = load_harness(harness_path)
+    python = ensure_sglang_venv(args.sglang_venv, harness_path)
+    console = Console(width=220)
     configs = [
         PeerConfig(comp, int(ps), policy)
         for spec in args.configs.split(",")
         for comp, ps in [spec.split("/")]
         for policy in args.policies.split(",")
     ]
-    summary = Table(title=f"requests/s, median of {args.rounds} alternating rounds (same run)")
-    for col in ("config", "ours", "sglang python", "sglang rust", "ours/python", "ours/rust"):
+    caption = (f"targets are judged on the best build a normal set-up gives: {best}"
+               + (" (make setup compiles the core with mypyc when a C compiler works)" if best == "compiled" else ""))
+    summary = Table(title=f"requests/s, median of {args.rounds} alternating rounds (same run)", caption=caption)
+    summary.add_column("config", justify="right")
+    for b in builds:
+        summary.add_column(f"ours {b}", justify="right")
+    for col in ("sglang python", "sglang rust"):
         summary.add_column(col, justify="right")
+    for b in builds:
+        summary.add_column(f"{b}/python", justify="right")
+        summary.add_column(f"{b}/rust", justify="right")
     ops = Table(title="per-op mean, µs (median over rounds; exclusive of eviction): "
-                      "ours | sglang python | sglang rust")
+                      "ours | sglang python | sglang rust", caption=caption)
     ops.add_column("config")
+    ops.add_column("build")
     for op in OPS[:-1]:
         ops.add_column(op, justify="right")
-    work = Table(title="work done (ours | sglang): comparable when within 10%")
+    work = Table(title=f"work done (ours {best} | sglang): comparable when within 10%")
     work.add_column("config")
     for key in WORK_KEYS:
         work.add_column(key.replace("_", " "), justify="right")
     work.add_column("note")
-    mem = Table(title="peak Python memory per cached node (tracemalloc, ours | sglang python)")
-    for col in ("config", "ours B/node", "sglang B/node", "ours/sglang", "ours peak MB | nodes",
+    mem = Table(title="peak Python memory per cached node (tracemalloc, ours | sglang python)", caption=caption)
+    for col in ("config", "build", "ours B/node", "sglang B/node", "ours/sglang", "ours peak MB | nodes",
                 "sglang peak MB | nodes"):
         mem.add_column(col, justify="right")
     dump: list[dict[str, object]] = []
     for cfg in configs:
         tokens, unique, device = workload(harness, 0, cfg.page_size)
-        ours: list[Run] = []
+        ours: dict[str, list[Run]] = {b: [] for b in builds}
         theirs: dict[str, list[dict[str, object]]] = {"python": [], "rust": []}
         for _ in range(args.rounds):
-            ours.append(run_ours(cfg, tokens, device))
-            for backend, r in run_theirs(python, args.harness, cfg).items():
+            for b in builds:
+                ours[b].append(run_ours_in(b, harness_path, cfg))
+            for backend, r in run_theirs(python, harness_path, cfg).items():
                 theirs[backend].append(r)
-        rps = statistics.median(len(tokens) / r.wall_s for r in ours)
+        rps = {b: statistics.median(len(tokens) / r.wall_s for r in ours[b]) for b in builds}
         t_rps = {b: statistics.median(float(str(r["req_per_s"])) for r in rs) for b, rs in theirs.items()}
-        summary.add_row(cfg.label, f"{rps:,.0f}", f"{t_rps['python']:,.0f}", f"{t_rps['rust']:,.0f}",
-                        f"{rps / t_rps['python']:.2f}x", f"{rps / t_rps['rust']:.2f}x")
-        mine_ops = {op: statistics.median(r.mean_us(op) for r in ours) for op in OPS}
-        row = [cfg.label]
-        for op in OPS[:-1]:
-            row.append(f"{mine_ops[op]:.1f} | {_their_op(theirs['python'], op):.1f} | "
-                       f"{_their_op(theirs['rust'], op):.1f}")
-        ops.add_row(*row)
-        mine_w, their_w = ours[0].work, _their_work(theirs["python"][0])
+        row = [cfg.label] + [f"{rps[b]:,.0f}" for b in builds]
+        row += [f"{t_rps['python']:,.0f}", f"{t_rps['rust']:,.0f}"]
+        for b in builds:
+            row += [f"{rps[b] / t_rps['python']:.2f}x", f"{rps[b] / t_rps['rust']:.2f}x"]
+        summary.add_row(*row)
+        mine_ops = {b: {op: statistics.median(r.mean_us(op) for r in ours[b]) for op in OPS} for b in builds}
+        for b in builds:
+            cells = [cfg.label, b]
+            for op in OPS[:-1]:
+                cells.append(f"{mine_ops[b][op]:.1f} | {_their_op(theirs['python'], op):.1f} | "
+                             f"{_their_op(theirs['rust'], op):.1f}")
+            ops.add_row(*cells)
+        for b in builds[1:]:
+            if ours[b][0].work != ours[builds[0]][0].work:
+                raise RuntimeError(f"{cfg.label}: the {b} build did different work from {builds[0]}: "
+                                   f"{ours[b][0].work} vs {ours[builds[0]][0].work}")
+        mine_w, their_w = ours[best][0].work, _their_work(theirs["python"][0])
         notes = []
         cells = [cfg.label]
         for key in WORK_KEYS:
-            a, b = mine_w[key], their_w[key]
-            cells.append(f"{a:,} | {b:,}")
-            if abs(a - b) > 0.1 * max(a, b, 1) and key in WORK_NOTES:
+            a, b2 = mine_w[key], their_w[key]
+            cells.append(f"{a:,} | {b2:,}")
+            if abs(a - b2) > 0.1 * max(a, b2, 1) and key in WORK_NOTES:
                 notes.append(f"{key}: {WORK_NOTES[key]}")
-            elif abs(a - b) > 0.1 * max(a, b, 1):
+            elif abs(a - b2) > 0.1 * max(a, b2, 1):
                 notes.append(key)
         cells.append("comparable" if not notes else "differs: " + "; ".join(notes))
         work.add_row(*cells)
         entry: dict[str, object] = {
-            "config": cfg.label, "unique_tokens": unique, "device_tokens": device,
+            "config": cfg.label, "unique_tokens": unique, "device_tokens": device, "builds": builds,
             "ours_req_per_s": rps, "sglang_req_per_s": t_rps,
-            "ours_req_per_s_all": [len(tokens) / r.wall_s for r in ours],
+            "ours_req_per_s_all": {b: [len(tokens) / r.wall_s for r in ours[b]] for b in builds},
             "ours_op_mean_us": mine_ops,
             "ours_work": mine_w, "sglang_work": their_w,
             "sglang_op_mean_us": {b: {op: _their_op(rs, op) for op in OPS} for b, rs in theirs.items()},
         }
         if not args.no_memory:
-            m = run_ours(cfg, tokens, device, memory=True).work
-            t_bytes, t_nodes = their_memory(python, args.harness, cfg)
-            ours_per = m["peak_bytes"] / max(1, m["peak_nodes"])
+            t_bytes, t_nodes = their_memory(python, harness_path, cfg)
             their_per = t_bytes / max(1, t_nodes)
-            mem.add_row(cfg.label, f"{ours_per:,.0f}", f"{their_per:,.0f}", f"{ours_per / their_per:.2f}x",
-                        f"{m['peak_bytes'] / 1e6:.2f} | {m['peak_nodes']:,}",
-                        f"{t_bytes / 1e6:.2f} | {t_nodes:,}")
-            entry["memory"] = {"ours_peak_bytes": m["peak_bytes"], "ours_peak_nodes": m["peak_nodes"],
-                               "sglang_peak_bytes": t_bytes, "sglang_peak_nodes": t_nodes}
+            memory: dict[str, object] = {"sglang_peak_bytes": t_bytes, "sglang_peak_nodes": t_nodes}
+            for b in builds:
+                m = run_ours_in(b, harness_path, cfg, memory=True).work
+                ours_per = m["peak_bytes"] / max(1, m["peak_nodes"])
+                mem.add_row(cfg.label, b, f"{ours_per:,.0f}", f"{their_per:,.0f}", f"{ours_per / their_per:.2f}x",
+                            f"{m['peak_bytes'] / 1e6:.2f} | {m['peak_nodes']:,}",
+                            f"{t_bytes / 1e6:.2f} | {t_nodes:,}")
+                memory[b] = {"ours_peak_bytes": m["peak_bytes"], "ours_peak_nodes": m["peak_nodes"]}
+            entry["memory"] = memory
         dump.append(entry)
-        console.print(f"[dim]{cfg.label}: ours {rps:,.0f} req/s; sglang python {t_rps['python']:,.0f}, "
-                      f"rust {t_rps['rust']:,.0f}[/dim]")
+        console.print(f"[dim]{cfg.label}: ours " + ", ".join(f"{b} {rps[b]:,.0f}" for b in builds)
+                      + f" req/s; sglang python {t_rps['python']:,.0f}, rust {t_rps['rust']:,.0f}[/dim]")
     console.print(summary)
     console.print(ops)
     console.print(work)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import count
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from leases import LeaseLedger, Mailbox
 
@@ -77,9 +77,6 @@ class UniCache:
     other threads go through `inbox`.
     """
 
-    room_type: ClassVar[type[DeviceRoom]] = DeviceRoom
-    """The device-room owner to build (a subclass may time or observe eviction, e.g. benchmarks)."""
-
     def __init__(self, config: CacheConfig, engine: TransferEngine | None = None) -> None:
         self.config = config
         ledger = self.ledger = LeaseLedger(
@@ -113,7 +110,7 @@ class UniCache:
         backups = self.backups = BackupScheduler(
             comps, tickets, ledger, self.engine, self.inbox, counters, acks, evictor, ps, write_back
         )
-        room = self.room = self.room_type(
+        room = self.room = DeviceRoom(
             comps, evictor, backups, tickets, counters, reasons, config.sync_write_back
         )
         load_backs = self._load_backs = LoadBacks(

@@ -141,3 +141,16 @@ def test_a_rejected_adopt_or_free_lent_changes_nothing(
     assert a.lent() == [0, 1, 2] and a.used_count == 4
     assert a.adopt(container([2, 0])) and a.lent() == [1]
     assert a.free_lent(container([1])) and a.lent() == [] and a.free_count == 5
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_single_slot_lending_matches_the_general_path(compact: bool) -> None:
+    """`alloc_lent(1)` (a Mamba state's fast path) hands out the same slots, marked the same way."""
+    one, many = SlotAllocator("one", 3, compact=compact), SlotAllocator("many", 3, compact=compact)
+    got = [one.alloc_lent(1) for _ in range(3)]
+    assert got == [[0], [1], [2]] and all(type(x) is list for x in got)
+    assert many.alloc_lent(3) == [0, 1, 2]
+    assert one.lent() == many.lent() == [0, 1, 2] and one.free_count == 0
+    assert one.alloc_lent(1) is None and one.lent() == [0, 1, 2]
+    assert one.free_lent([1]) and one.alloc_lent(1) == [1] and one.is_lent(1)
+    assert one.adopt([1]) and not one.is_lent(1) and one.used_count == 3

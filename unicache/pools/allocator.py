@@ -79,6 +79,12 @@ class SlotAllocator:
 
     def alloc_lent(self, n: int) -> list[int] | None:
         """Like `alloc`, the slots marked as lent to a request (`adopt`, `free_lent`)."""
+        if n == 1 and self._top:
+            top = self._top - 1
+            x = self._stack[top]
+            self._top = top
+            self._used[x] = 2
+            return [x]
         out = self._take(n, 2)
         if out is None or isinstance(out, list):
             return out
