@@ -70,7 +70,8 @@ def measure(harness: Path, spec: str, console: Console, top: int) -> None:
     console.print(lines)
     keys = sum(sys.getsizeof(x.kb) for x in nodes)
     keys4 = sum(sys.getsizeof(x.kb[: len(x.kb) // 2]) for x in nodes)
-    page_lists = [p for x in nodes for p in (x.dev_full, x.host_pages) if p is not None]
+    full = cache.components.full
+    page_lists = [p for x in nodes for p in (full.device_slots(x), full.host_slots(x)) if p is not None]
     lists = sum(sys.getsizeof(p) for p in page_lists)
     arrays = sum(sys.getsizeof(array("i", p)) for p in page_lists)
     objs = sum(sys.getsizeof(x) for x in nodes)
