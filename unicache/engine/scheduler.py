@@ -13,6 +13,9 @@ order of the trace is kept); if nothing at all can make progress the loop
 raises :class:`SchedulerStuckError` (:mod:`unicache.engine.liveness`: waiting
 on acks that will come, quarantined copies of a reset included, is not stuck;
 ``idle_steps`` counts steps with no ack and nothing running, for the bound).
+A ticket whose ack has not come ``ack_timeout`` steps after the loop first saw
+it is timed out (``UniCache.time_out``): its request recomputes what the
+load-back would have brought, and its rows stay quarantined until the late ack.
 
 The loop owns the requests' slots, receipts and tickets. The bytes live in
 :mod:`unicache.engine.datapath`, the ownership invariant in
@@ -91,6 +94,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.current: Request | None = None
         self.holdings = Holdings()
+        self._ticket_seen: dict[int, int] = {}
 
     def observe(self, observer: SchedulerObserver) -> None:
         """Tell ``observer`` about every cache operation from now on."""
@@ -119,6 +123,7 @@ class Scheduler:
             self._ticking.tick()
         acked = cache.poll()
         self.idle_steps = 0 if acked or self.running else self.idle_steps + 1
+        self._time_out_overdue()
         self._collect_load_backs()
         self._admit()
         self._decode()
@@ -177,11 +182,43 @@ class Scheduler:
                 req.loaded_end = max(req.loaded_end, res.anchor.end)
             elif res.status is TicketStatus.STALE:
                 self.stats.load_backs_stale += 1
+            elif res.status is TicketStatus.TIMED_OUT:
+                self.stats.load_backs_timed_out += 1
             else:
                 self.stats.load_backs_failed += 1
             req.phase = Phase.READY
             self.ready.append(req)
         self.loading = still
+
+    def _time_out_overdue(self) -> None:
+        """Time out every ticket that has waited ``ack_timeout`` steps for its ack (0: never).
+
+        A ticket's age counts from the step this loop first saw it live; a
+        joiner goes with the ticket whose copy it joined.
+        """
+        limit = self.config.ack_timeout
+        if not limit:
+            return
+        cache = self.cache
+        step = self.step_no
+        seen = self._ticket_seen
+        overdue: list[int] = []
+        live = 0
+        for t in cache.live_tickets():
+            if t.copy is not None:
+                continue
+            live += 1
+            first = seen.setdefault(t.id, step)
+            if step - first >= limit:
+                overdue.append(t.id)
+        if len(seen) > live:
+            ids = {t.id for t in cache.live_tickets()}
+            self._ticket_seen = {k: v for k, v in seen.items() if k in ids}
+        for tid in overdue:
+            for obs in self.observers:
+                obs.on_time_out(tid)
+            cache.time_out(tid)
+            self.stats.tickets_timed_out += 1
 
     def _load_back_ended(self, req: Request) -> None:
         ids, req.ticket_leases = req.ticket_leases, ()
@@ -207,8 +244,10 @@ class Scheduler:
             self.current = req
             if not self._begin(req):
                 self.stats.start_retries += 1
-                check_not_stuck(self.cache, req, self.step_no, loading=len(self.loading),
-                                running=len(self.running), idle_steps=self.idle_steps)
+                if check_not_stuck(self.cache, req, self.step_no, loading=len(self.loading),
+                                   running=len(self.running), idle_steps=self.idle_steps,
+                                   ack_timeout=self.config.ack_timeout):
+                    self.stats.lost_ack_waits += 1
                 return
             queue.popleft()
 
@@ -471,5 +510,6 @@ class Scheduler:
             else:
                 cache.engine.flush()
             cache.poll()
+            self._time_out_overdue()
             self._collect_load_backs()
         raise never_acked(cache, self.step_no)
