@@ -316,11 +316,13 @@ class UniCache:
         Every row the copy may still read or write stays quarantined until
         the late ack, which is counted (`late_acks`) and settles nothing
         else; if it never comes the rows stay quarantined (counted in
-        `timed_out_slots`, listed by `quarantine()`). Raises (changing
-        nothing) `WrongThreadError`, `InvalidArgumentError` for a non-int,
+        `timed_out_slots`, listed by `quarantine()`). A ticket a reset
+        quarantined can be timed out too: its revoked leases are released
+        now instead of at its stale ack. Raises (changing nothing)
+        `WrongThreadError`, `InvalidArgumentError` for a non-int,
         `UnknownTicketError` for an id never issued, and `TicketNotLiveError`
-        for a ticket that is not waiting for its ack: settled, quarantined,
-        or a joiner (time out the ticket whose copy it joined).
+        for a ticket that is not waiting for its ack: settled, already timed
+        out, or a joiner (time out the ticket whose copy it joined).
         """
         self.ledger.check_thread("time_out")
         if type(ticket) is not int:
@@ -331,15 +333,13 @@ class UniCache:
                 ticket, self.ledger.epoch,
                 f"was never issued by cache {self.config.ledger_name!r} (last ticket {table.last_issued})",
             )
-        if table.get(ticket) is None:
+        q = table.quarantined_ticket(ticket)
+        if table.get(ticket) is None and (q is None or q.status is TicketStatus.TIMED_OUT):
             host = table.joined(ticket)
-            q = table.quarantined_ticket(ticket)
             if host is not None:
                 why = f"joined the copy of ticket {host.id}; time out ticket {host.id} (it settles both)"
-            elif q is not None and q.status is TicketStatus.TIMED_OUT:
-                why = "already timed out; its slots wait for its late ack"
             elif q is not None:
-                why = f"was quarantined by a reset (generation {q.generation}); its slots wait for its stale ack"
+                why = "already timed out; its slots wait for its late ack"
             else:
                 why = "already settled by its ack (or a joiner that settled with its copy)"
             raise TicketNotLiveError(ticket, why)

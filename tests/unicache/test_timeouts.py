@@ -153,3 +153,21 @@ def test_time_out_refuses_bad_ids_and_changes_nothing(make_cache: MakeCache) -> 
     t2.result()
     d.settle()
     d.assert_ok()
+
+
+def test_a_reset_quarantined_ticket_can_be_timed_out_releasing_its_revoked_leases(make_cache: MakeCache) -> None:
+    cache, d = make_cache()
+    (a,) = chain(cache, d, SEQ[:8], [8])
+    tid = cache.backup(a)
+    assert tid is not None
+    cache.reset()
+    assert not cache.ledger.live()  # revoked, but the record holds them until its ack (or its time-out)
+    (q,) = cache.quarantine()
+    assert not q.timed_out
+    out = cache.time_out(tid)
+    assert out.ticket == tid and [x.timed_out for x in cache.quarantine()] == [True]
+    assert cache.counters.timed_out_tickets == 1
+    d.assert_ok()
+    d.settle()
+    assert cache.counters.late_acks == 1 and cache.counters.stale_acks == 0 and not cache.quarantine()
+    d.assert_ok()

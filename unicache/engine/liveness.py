@@ -85,14 +85,16 @@ def awaited(cache: UniCache) -> str:
 
 
 def check_not_stuck(cache: UniCache, req: Request, step: int, *, loading: int, running: int,
-                    idle_steps: int = 0, ack_timeout: int = 0) -> bool:
+                    idle_steps: int = 0, ack_timeout: int = 0, injected_refusal: bool = False) -> bool:
     """``req`` could not start: raise if nothing running or in flight can ever make room for it.
 
     ``idle_steps``: consecutive steps in which no ack arrived and nothing ran;
-    ``ack_timeout``: steps after which the scheduler times a ticket out (0: never).
+    ``ack_timeout``: steps after which the scheduler times a ticket out (0: never);
+    ``injected_refusal``: an allocator refused on purpose while ``req`` tried to start (the
+    simulator's ``allocfail``): it retries next step, so not stuck.
     True when the loop waits on acks that may never come (see the module docstring).
     """
-    if running:
+    if running or injected_refusal:
         return False
     need = f"needs {req.total_len - req.prefix} tokens of device memory (device holds {cache.config.device_tokens})"
     waiting = loading + cache.in_flight() + len(cache.quarantine_records())

@@ -95,6 +95,7 @@ class Scheduler:
         self.current: Request | None = None
         self.holdings = Holdings()
         self._ticket_seen: dict[int, int] = {}
+        self._allocators = [p.alloc for p in cache.pools.pools()]
 
     def observe(self, observer: SchedulerObserver) -> None:
         """Tell ``observer`` about every cache operation from now on."""
@@ -193,8 +194,9 @@ class Scheduler:
     def _time_out_overdue(self) -> None:
         """Time out every ticket that has waited ``ack_timeout`` steps for its ack (0: never).
 
-        A ticket's age counts from the step this loop first saw it live; a
-        joiner goes with the ticket whose copy it joined.
+        A ticket's age counts from the step this loop first saw it waiting (live,
+        or quarantined by a reset: timing that out releases its revoked leases);
+        a joiner goes with the ticket whose copy it joined.
         """
         limit = self.config.ack_timeout
         if not limit:
@@ -203,16 +205,14 @@ class Scheduler:
         step = self.step_no
         seen = self._ticket_seen
         overdue: list[int] = []
-        live = 0
-        for t in cache.live_tickets():
-            if t.copy is not None:
-                continue
-            live += 1
-            first = seen.setdefault(t.id, step)
+        waiting = [t.id for t in cache.live_tickets() if t.copy is None]
+        waiting += [q.ticket.id for q in cache.quarantine_records() if q.ticket.status is not TicketStatus.TIMED_OUT]
+        for tid in waiting:
+            first = seen.setdefault(tid, step)
             if step - first >= limit:
-                overdue.append(t.id)
-        if len(seen) > live:
-            ids = {t.id for t in cache.live_tickets()}
+                overdue.append(tid)
+        if len(seen) > len(waiting):
+            ids = set(waiting)
             self._ticket_seen = {k: v for k, v in seen.items() if k in ids}
         for tid in overdue:
             for obs in self.observers:
@@ -242,14 +242,20 @@ class Scheduler:
                 queue = self.waiting
             req = queue[0]
             self.current = req
+            refused = self._injected_refusals()
             if not self._begin(req):
                 self.stats.start_retries += 1
                 if check_not_stuck(self.cache, req, self.step_no, loading=len(self.loading),
                                    running=len(self.running), idle_steps=self.idle_steps,
-                                   ack_timeout=self.config.ack_timeout):
+                                   ack_timeout=self.config.ack_timeout,
+                                   injected_refusal=self._injected_refusals() != refused):
                     self.stats.lost_ack_waits += 1
                 return
             queue.popleft()
+
+    def _injected_refusals(self) -> int:
+        """Allocations refused on purpose so far (`SlotAllocator.refuse`: the simulator's ``allocfail``)."""
+        return sum(a.injected_refusals for a in self._allocators)
 
     def _begin(self, req: Request) -> bool:
         """Match and either start a load-back or start computing; False if memory is short."""
@@ -498,10 +504,17 @@ class Scheduler:
         self.stats.aborted += 1
 
     def drain(self, max_steps: int = 10_000) -> None:
-        """Step (no new work) until every transfer has been acked, stale ones of old epochs included."""
+        """Step (no new work) until every transfer has been acked, stale ones of old epochs included.
+
+        A reset's quarantined ticket whose ack the engine lost for good is timed out at the end
+        (its revoked leases released; its rows stay quarantined, counted).
+        """
         cache = self.cache
         for _ in range(max_steps):
             if drained(cache, loading=len(self.loading)):
+                for q in cache.quarantine_records():
+                    if q.ticket.status is not TicketStatus.TIMED_OUT:
+                        cache.time_out(q.ticket.id)
                 return
             self.step_no += 1
             cache.ledger.step = self.step_no

@@ -4,7 +4,8 @@ A seed fully determines a :class:`Scenario`: the components, page size,
 write policy, tiny pool sizes, a synthetic multi-turn workload, the
 simulated engine's faults (delay, reorder, duplicate, fail, lose: acks that
 come long after the scheduler's ``ack_timeout`` timed their ticket out, or
-never) and a stream of
+never), the cache's own faults (allocfail: allocators refusing inside cache
+operations) and a stream of
 "chaos" operations injected between steps (reset, forced device and host
 eviction, reclaim, backup of a random node, aborting a random request).
 After every step the cache's sanity check, the engine's ownership invariants
@@ -41,7 +42,7 @@ from unicache.engine.workloads import SIZING_REQUESTS, WORKLOADS, build_workload
 from unicache.traces.request import Trace
 from unicache.transfer.base import Tier
 from unicache.transfer.base import TransferEngine
-from unicache.transfer.simulated import FaultSpec, SimulatedEngine
+from unicache.transfer.simulated import FAULT_KINDS, FaultSpec, SimulatedEngine
 from unicache.transfer.threaded import ThreadedEngine
 
 COMPONENT_SETS: tuple[tuple[str, ...], ...] = (
@@ -58,12 +59,21 @@ FULL_CHECK_EVERY = 16
 TRANSFERS: tuple[str, ...] = ("simulated", "threaded")
 """Transfer engines a simulation can run on (``threaded``: real worker threads, no injected transfer faults)."""
 DEFAULT_FAULTS: tuple[str, ...] = ("delay", "reorder", "duplicate", "fail")
+CACHE_FAULTS: tuple[str, ...] = ("allocfail",)
+"""Faults injected into the cache itself, not the transfer engine: ``allocfail`` makes a random
+allocator (device or host, any component) refuse its next 1-3 allocations (`SlotAllocator.refuse`)."""
+ALLOCFAIL_RATE = 0.2
 """Default steps between full sanity checks and whole-tree oracles; the steps between get `StepCheck`."""
 _MARKERS = {"full": Full, "swa": SWA, "mamba": Mamba}
 
 
 class SimulationError(ValueError):
     """Invalid simulate options (the message names the option)."""
+
+
+def transfer_faults(faults: tuple[str, ...]) -> tuple[str, ...]:
+    """The fault kinds the transfer engine injects (every one but the cache faults)."""
+    return tuple(f for f in faults if f not in CACHE_FAULTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +96,7 @@ class SimulateOptions:
     def __post_init__(self) -> None:
         if self.transfer not in TRANSFERS:
             raise SimulationError(f"--transfer must be one of {', '.join(TRANSFERS)}, got {self.transfer!r}")
-        if self.transfer == "threaded" and self.faults:
+        if self.transfer == "threaded" and transfer_faults(self.faults):
             raise SimulationError(f"--transfer threaded injects no transfer faults (its copies really run on "
                                   f"threads); got --faults {','.join(self.faults)}: pass --faults none")
         if self.transfer == "threaded" and self.inject in ("badcopy", "badload"):
@@ -114,7 +124,11 @@ class SimulateOptions:
             bad = [c for c in self.components if c not in _MARKERS]
             if bad or "full" not in self.components:
                 raise SimulationError(f"--components must include full and only full/swa/mamba, got {self.components}")
-        FaultSpec.parse(self.faults)
+        known = (*FAULT_KINDS, *CACHE_FAULTS, "none")
+        unknown = [f for f in self.faults if f.strip().lower() not in known]
+        if unknown:
+            raise SimulationError(f"--faults: unknown fault kind(s) {unknown} (choose from {', '.join(known)})")
+        FaultSpec.parse(transfer_faults(self.faults))
         if self.page_size is not None and self.page_size < 1:
             raise SimulationError(f"--page-size must be >= 1, got {self.page_size}")
         if self.inject is not None and self.inject not in INJECTIONS:
@@ -357,7 +371,8 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
     if sc.transfer == "threaded":
         engine = ThreadedEngine(workers=2)
     else:
-        engine = sim = SimulatedEngine(FaultSpec.parse(sc.faults, **world.fault_params), seed=sc.seed)
+        engine = sim = SimulatedEngine(FaultSpec.parse(transfer_faults(sc.faults), **world.fault_params),
+                                       seed=sc.seed)
         if log is not None:
             sim.ack_log = log
     cache = UniCache(world.config, engine)
@@ -368,12 +383,16 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
     if log is not None:
         sched.observe(OpLogObserver(log))
     chaos_rng = random.Random(sc.seed * 31 + 17)
+    alloc_rng = random.Random(sc.seed * 131 + 7) if "allocfail" in sc.faults else None
+    allocators = [p.alloc for p in cache.pools.pools()]
     planted = False
     error: BaseException | None = None
     step = 0
     try:
         while not sched.done and step < sc.steps:
             step += 1
+            if alloc_rng is not None and alloc_rng.random() < ALLOCFAIL_RATE:
+                alloc_rng.choice(allocators).refuse = alloc_rng.randint(1, 3)
             _chaos(sc, chaos_rng, sched, log)
             if sc.inject and not planted:
                 planted = _inject(sc.inject, chaos_rng, sched)
@@ -389,6 +408,8 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
                 on_step(step)
         for req in list(sched.in_flight_requests()):
             sched.abort(req)
+        for a in allocators:
+            a.refuse = 0
         finish_checks(sched)
     except Exception as exc:  # the failure is the result; reported with dump and shrink
         error = exc
@@ -404,6 +425,7 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
         "duplicate_acks": c.duplicate_acks, "resets": c.resets, "backups": c.backups,
         "timed_out": c.timed_out_tickets, "late_acks": c.late_acks, "lost_acks": len(sim.lost_acks) if sim is not None else 0,
         "lost_ack_waits": sched.stats.lost_ack_waits,
+        "injected_alloc_refusals": sum(a.injected_refusals for a in allocators),
         "max_leases_on_one_node": sched.pins.max_leases_on_one_node,
         "nodes_pinned_by_two_components": sched.pins.nodes_pinned_by_two_components,
         "leases_acquired": cache.ledger.acquired, "leaked": cache.ledger.leaked,

@@ -42,18 +42,26 @@ class TimeOuts:
         self._counters = counters
 
     def time_out(self, ticket: int) -> TimedOut:
-        """Give up on live ticket `ticket` (it must be live: the facade checked)."""
-        t = self._tickets.time_out(ticket)
+        """Give up on ticket `ticket`: live, or quarantined by a reset (the facade checked which).
+
+        A ticket a reset quarantined already has its rows quarantined and its
+        leases revoked: timing it out releases those leases now (otherwise only
+        its stale ack would), and its ack then counts as late.
+        """
+        table = self._tickets
+        stale = table.quarantined_ticket(ticket)
+        t = stale if stale is not None else table.time_out(ticket)
         assert t is not None, ticket
         job = t.job
         assert job is not None, ticket
         pools = self._pools
         rows = 0
         for op in job.copies:
-            pools.pool(op.component, op.src_tier).alloc.quarantine(op.src)
-            dst = pools.pool(op.component, op.dst_tier).alloc
-            dst.quarantine(op.dst)
-            dst.free(op.dst)
+            if stale is None:
+                pools.pool(op.component, op.src_tier).alloc.quarantine(op.src)
+                dst = pools.pool(op.component, op.dst_tier).alloc
+                dst.quarantine(op.dst)
+                dst.free(op.dst)
             rows += len(op.src) + len(op.dst)
         kind = JobKind.BACKUP if type(t) is BackupTicket else JobKind.LOAD_BACK
         t.status = TicketStatus.TIMED_OUT
