@@ -242,6 +242,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--ack-timeout", type=_non_negative, default=24, metavar="STEPS",
                     help="time out a ticket whose ack has not come after this many steps (default 24, above "
                          "every seed's longest delay; 0: never; must be > 12 with lose)")
+    sp.add_argument("--write-back", choices=("sync", "async"), default=None,
+                    help="under write-back, whether eviction waits for the backups it starts (sync) or leaves "
+                         "a victim until its backup's ack (async); default: by seed")
     sp.add_argument("--transfer", choices=("simulated", "threaded"), default="simulated",
                     help="simulated: the seeded, fault-injecting engine (reproducible step by step); threaded: "
                          "copies on worker threads posting acks to the cache's inbox (real concurrency: the "

@@ -177,7 +177,8 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
                                write_policy=args.write_policy, inject=args.inject,
                                chaos=tuple(c for c in args.chaos if c != "none"), keep=args.keep,
                                workload=args.workload, full_check_every=args.full_check_every,
-                               ack_timeout=args.ack_timeout, transfer=args.transfer)
+                               ack_timeout=args.ack_timeout, transfer=args.transfer,
+                               sync_write_back=None if args.write_back is None else args.write_back == "sync")
         check_output_dir(args.crash_dir, "--crash-dir")
         if args.report is not None:
             check_output_file(args.report, "--report")

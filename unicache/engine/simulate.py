@@ -92,6 +92,7 @@ class SimulateOptions:
     full_check_every: int = FULL_CHECK_EVERY
     ack_timeout: int = ACK_TIMEOUT
     transfer: str = "simulated"
+    sync_write_back: bool | None = None
 
     def __post_init__(self) -> None:
         if self.transfer not in TRANSFERS:
@@ -152,6 +153,7 @@ class Scenario:
     full_check_every: int = FULL_CHECK_EVERY
     ack_timeout: int = ACK_TIMEOUT
     transfer: str = "simulated"
+    sync_write_back: bool = True
 
     def command(self) -> str:
         """The `unicache simulate` command that runs exactly this scenario."""
@@ -171,6 +173,8 @@ class Scenario:
             parts += ["--ack-timeout", str(self.ack_timeout)]
         if self.transfer != "simulated":
             parts += ["--transfer", self.transfer]
+        if self.write_policy == "write_back":
+            parts += ["--write-back", "sync" if self.sync_write_back else "async"]
         return " ".join(parts)
 
     def describe(self) -> dict[str, object]:
@@ -178,7 +182,8 @@ class Scenario:
                 "page_size": self.page_size, "write_policy": self.write_policy, "faults": list(self.faults),
                 "chaos": list(self.chaos), "requests_kept": None if self.keep is None else list(self.keep),
                 "inject": self.inject, "workload": self.workload, "full_check_every": self.full_check_every,
-                "ack_timeout": self.ack_timeout, "transfer": self.transfer}
+                "ack_timeout": self.ack_timeout, "transfer": self.transfer,
+                "sync_write_back": self.sync_write_back}
 
 
 def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
@@ -192,9 +197,12 @@ def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
     else:
         policy = "write_back" if rng.random() < 0.5 else "write_through"
     workload = opts.workload or WORKLOADS[(seed // len(COMPONENT_SETS)) % len(WORKLOADS)]
+    sync = opts.sync_write_back
+    if sync is None:
+        sync = random.Random(seed * 7907 + 11).random() < 0.5
     return Scenario(seed, opts.steps, tuple(components), page_size, policy, tuple(opts.faults),
                     tuple(opts.chaos), opts.keep, opts.inject, workload, opts.full_check_every, opts.ack_timeout,
-                    opts.transfer)
+                    opts.transfer, sync)
 
 
 @dataclass(slots=True)
@@ -211,7 +219,9 @@ def build_world(sc: Scenario) -> World:
     """The seed's workload (see :mod:`unicache.engine.workloads`), cache config and engine knobs.
 
     The load-back threshold comes from its own generator so that adding it kept
-    every other knob of every seed as it was.
+    every other knob of every seed as it was (so does the scenario's
+    ``sync_write_back``: whether write-back eviction waits for its backups, or
+    leaves a victim until its backup's ack).
     """
     rng = random.Random(sc.seed)
     ps = sc.page_size
@@ -229,7 +239,7 @@ def build_world(sc: Scenario) -> World:
         device_tokens=device, page_size=ps, host_ratio=rng.choice((1.5, 2.0, 4.0)),
         load_back_threshold=load_back_threshold,
         swa_window=rng.randint(2, 12) * ps if swa else None, mamba=mamba,
-        mamba_device_slots=rng.randint(8, 16), write_policy=sc.write_policy,
+        mamba_device_slots=rng.randint(8, 16), write_policy=sc.write_policy, sync_write_back=sc.sync_write_back,
         write_through_threshold=rng.randint(1, 2), kv_width=2, mamba_width=3, dtype="int32",
         device="cpu", strict=False, debug=True, history=4096, ledger_name=f"sim-seed{sc.seed}",
     )
@@ -429,6 +439,8 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
         "max_leases_on_one_node": sched.pins.max_leases_on_one_node,
         "nodes_pinned_by_two_components": sched.pins.nodes_pinned_by_two_components,
         "leases_acquired": cache.ledger.acquired, "leaked": cache.ledger.leaked,
+        "load_back_threshold": world.config.load_back_threshold,
+        "sync_write_back": world.config.sync_write_back,
     }
     result = SimResult(sc, step, error, stats, oplog=log, sched=sched)
     if error is not None:
