@@ -34,6 +34,7 @@ from leases import Borrowed
 
 from unicache.cache import UniCache
 from unicache.markers import SWA, Full, Mamba
+from unicache.engine.acktimer import AckTimer, lost_for_good
 from unicache.engine.config import EngineConfig
 from unicache.engine.datapath import DataPath
 from unicache.engine.errors import EngineError
@@ -94,7 +95,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.current: Request | None = None
         self.holdings = Holdings()
-        self._ticket_seen: dict[int, int] = {}
+        self._ack_timer = AckTimer(self.config.ack_timeout)
         self._allocators = [p.alloc for p in cache.pools.pools()]
 
     def observe(self, observer: SchedulerObserver) -> None:
@@ -192,32 +193,11 @@ class Scheduler:
         self.loading = still
 
     def _time_out_overdue(self) -> None:
-        """Time out every ticket that has waited ``ack_timeout`` steps for its ack (0: never).
-
-        A ticket's age counts from the step this loop first saw it waiting (live,
-        or quarantined by a reset: timing that out releases its revoked leases);
-        a joiner goes with the ticket whose copy it joined.
-        """
-        limit = self.config.ack_timeout
-        if not limit:
-            return
-        cache = self.cache
-        step = self.step_no
-        seen = self._ticket_seen
-        overdue: list[int] = []
-        waiting = [t.id for t in cache.live_tickets() if t.copy is None]
-        waiting += [q.ticket.id for q in cache.quarantine_records() if q.ticket.status is not TicketStatus.TIMED_OUT]
-        for tid in waiting:
-            first = seen.setdefault(tid, step)
-            if step - first >= limit:
-                overdue.append(tid)
-        if len(seen) > len(waiting):
-            ids = set(waiting)
-            self._ticket_seen = {k: v for k, v in seen.items() if k in ids}
-        for tid in overdue:
+        """Time out every ticket that has waited ``ack_timeout`` steps for its ack (`AckTimer`)."""
+        for tid in self._ack_timer.overdue(self.cache, self.step_no):
             for obs in self.observers:
                 obs.on_time_out(tid)
-            cache.time_out(tid)
+            self.cache.time_out(tid)
             self.stats.tickets_timed_out += 1
 
     def _load_back_ended(self, req: Request) -> None:
@@ -512,9 +492,8 @@ class Scheduler:
         cache = self.cache
         for _ in range(max_steps):
             if drained(cache, loading=len(self.loading)):
-                for q in cache.quarantine_records():
-                    if q.ticket.status is not TicketStatus.TIMED_OUT:
-                        cache.time_out(q.ticket.id)
+                for tid in lost_for_good(cache):
+                    cache.time_out(tid)
                 return
             self.step_no += 1
             cache.ledger.step = self.step_no
