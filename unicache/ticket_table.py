@@ -7,6 +7,7 @@ from itertools import count
 
 from leases import Borrowed
 
+from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, LoadBack, Ticket
 from unicache.transfer.base import CopyOp
 
@@ -122,6 +123,14 @@ class TicketTable:
         assert t.job is not None, ticket
         self._quarantine[ticket] = t
         return self._quarantine[ticket]
+
+    def awaiting(self) -> list[int]:
+        """Ids of the tickets waiting for an ack that were not given up on: live ones (joiners ride on
+        theirs) and those a reset quarantined, oldest first within each."""
+        out = list(self._live)
+        if self._quarantine:
+            out += [tid for tid, t in self._quarantine.items() if t.status is not TicketStatus.TIMED_OUT]
+        return out
 
     def quarantined_ticket(self, ticket: int) -> Borrowed[Ticket] | None:
         """The quarantined ticket with this id, or None (the table keeps it)."""

@@ -206,7 +206,7 @@ class TicketRecord:
         record (with nothing left to release).
         """
         self._close_joiners()
-        _release(self)
+        _release(holder=self)
 
     @consumes
     def close(self) -> None:

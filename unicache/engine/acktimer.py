@@ -8,7 +8,6 @@ joiner goes with the ticket whose copy it joined), or quarantined by a reset
 from __future__ import annotations
 
 from unicache.cache import UniCache
-from unicache.results import TicketStatus
 
 
 class AckTimer:
@@ -26,8 +25,9 @@ class AckTimer:
         if not limit:
             return []
         seen = self._seen
-        waiting = [t.id for t in cache.live_tickets() if t.copy is None]
-        waiting += [q.ticket.id for q in cache.quarantine_records() if q.ticket.status is not TicketStatus.TIMED_OUT]
+        waiting = cache.ticket_table.awaiting()
+        if not waiting and not seen:
+            return []
         out = [tid for tid in waiting if step - seen.setdefault(tid, step) >= limit]
         if len(seen) > len(waiting):
             ids = set(waiting)
@@ -36,5 +36,5 @@ class AckTimer:
 
 
 def lost_for_good(cache: UniCache) -> list[int]:
-    """Reset-quarantined tickets not yet timed out (after a drain: their acks were lost for good)."""
-    return [q.ticket.id for q in cache.quarantine_records() if q.ticket.status is not TicketStatus.TIMED_OUT]
+    """After a drain, the tickets still waiting: reset-quarantined ones whose acks were lost for good."""
+    return cache.ticket_table.awaiting()
