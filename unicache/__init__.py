@@ -22,6 +22,7 @@ from unicache.errors import (
     ForeignObjectError,
     InvalidArgumentError,
     InvalidSlotError,
+    TicketNotLiveError,
     TicketPendingError,
     UnknownNodeError,
     UnknownTicketError,
@@ -33,6 +34,7 @@ from unicache.results import (
     LoadBackResult,
     MatchResult,
     TicketStatus,
+    TimedOut,
 )
 from unicache.sanity import SanityError, SanityReport, Violation
 from unicache.tickets import BackupTicket, LoadBack, LoadBackTicket, LockReceipt
@@ -103,8 +105,10 @@ __all__ = [
     "SanityReport",
     "StatePool",
     "TicketInfo",
+    "TicketNotLiveError",
     "TicketPendingError",
     "TicketStatus",
+    "TimedOut",
     "Tier",
     "TransferEngine",
     "TransferJob",

@@ -20,7 +20,13 @@ from unicache.components.catalog import ComponentSet
 from unicache.components.store import ComponentStore
 from unicache.config import CacheConfig
 from unicache.counters import CacheCounters
-from unicache.errors import ForeignObjectError, InvalidArgumentError, UnknownNodeError
+from unicache.errors import (
+    ForeignObjectError,
+    InvalidArgumentError,
+    TicketNotLiveError,
+    UnknownNodeError,
+    UnknownTicketError,
+)
 from unicache.introspect import (
     NodeInfo,
     QuarantineInfo,
@@ -47,9 +53,10 @@ from unicache.ops.reset import Resetter
 from unicache.ops.room import DeviceRoom
 from unicache.ops.slots import free_lent, path_pages
 from unicache.ops.splits import SplitCarrier
+from unicache.ops.timeouts import TimeOuts
 from unicache.pools.pools import PoolSet
 from unicache.reasons import ReasonLog
-from unicache.results import Completion, InsertResult, MatchResult
+from unicache.results import Completion, InsertResult, MatchResult, TicketStatus, TimedOut
 from unicache.sanity import SanityError, SanityReport, sanity_check
 from unicache.ticket_table import QuarantineRecord, TicketTable
 from unicache.tickets import LoadBackTicket, LockReceipt, Ticket
@@ -126,6 +133,7 @@ class UniCache:
         )
         self._locks = Locks(tree, comps, ledger, counters, reasons, window, name)
         self._resetter = Resetter(ledger, tickets, self.pools, tree, comps, removal, counters)
+        self._timeouts = TimeOuts(tickets, self.pools, ledger, counters)
 
     def __repr__(self) -> str:
         comps = "+".join(c.__name__ for c in self.config.components)
@@ -296,6 +304,44 @@ class UniCache:
         if not isinstance(ack, Ack):
             raise InvalidArgumentError(f"deliver: expected an Ack, got {type(ack).__name__}")
         return self._acks.deliver(ack)
+
+    def time_out(self, ticket: int) -> TimedOut:
+        """Give up on live ticket `ticket`, whose ack is overdue (it may be lost, or come much later).
+
+        Its leases, and those of every load-back or backup that joined its
+        copy, are released now, and they all settle as `TIMED_OUT` (a
+        load-back's caller then recomputes; a backed-up node stays unbacked).
+        Every row the copy may still read or write stays quarantined until
+        the late ack, which is counted (`late_acks`) and settles nothing
+        else; if it never comes the rows stay quarantined (counted in
+        `timed_out_slots`, listed by `quarantine()`). A ticket a reset
+        quarantined can be timed out too: its revoked leases are released
+        now instead of at its stale ack. Raises (changing nothing)
+        `WrongThreadError`, `InvalidArgumentError` for a non-int,
+        `UnknownTicketError` for an id never issued, and `TicketNotLiveError`
+        for a ticket that is not waiting for its ack: settled, already timed
+        out, or a joiner (time out the ticket whose copy it joined).
+        """
+        self.ledger.check_thread("time_out")
+        if type(ticket) is not int:
+            raise InvalidArgumentError(f"time_out({ticket!r}): the ticket must be an int id")
+        table = self.ticket_table
+        if not table.was_issued(ticket):
+            raise UnknownTicketError(
+                ticket, self.ledger.epoch,
+                f"was never issued by cache {self.config.ledger_name!r} (last ticket {table.last_issued})",
+            )
+        q = table.quarantined_ticket(ticket)
+        if table.get(ticket) is None and (q is None or q.status is TicketStatus.TIMED_OUT):
+            host = table.joined(ticket)
+            if host is not None:
+                why = f"joined the copy of ticket {host.id}; time out ticket {host.id} (it settles both)"
+            elif q is not None:
+                why = "already timed out; its slots wait for its late ack"
+            else:
+                why = "already settled by its ack (or a joiner that settled with its copy)"
+            raise TicketNotLiveError(ticket, why)
+        return self._timeouts.time_out(ticket)
 
     def in_flight(self) -> int:
         """Tickets of the current epoch waiting for their ack."""

@@ -151,8 +151,12 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
                    help="transfer engine (auto: cuda when a GPU is present, else simulated; threaded: copies on "
                         "worker threads that post acks to the cache's inbox)")
     g.add_argument("--faults", type=_csv, default=_csv(faults), metavar="LIST",
-                   help=f"simulated faults: comma list of delay, reorder, duplicate, fail, or none "
+                   help=f"simulated faults: comma list of delay, reorder, duplicate, fail, lose, or none "
                         f"(default {faults})")
+    g.add_argument("--ack-timeout", type=_non_negative, default=256, metavar="STEPS",
+                   help="time out a ticket whose ack has not come after this many steps: its request "
+                        "recomputes, its rows stay quarantined until the late ack (default 256, above "
+                        "--max-delay; 0: never)")
     g.add_argument("--seed", type=_seed, default=0, help="seed of the simulated engine and reference model")
 
 
@@ -231,8 +235,21 @@ def _build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--components", type=_csv, default=None, metavar="LIST",
                     help="comma list of full, swa, mamba (default: rotate Full, Full+Mamba, Full+SWA, "
                          "Full+SWA+Mamba by seed)")
-    sp.add_argument("--faults", type=_csv, default=_csv("delay,reorder,duplicate,fail"), metavar="LIST",
-                    help="simulated faults (default all)")
+    sp.add_argument("--faults", type=_csv, default=None, metavar="LIST",
+                    help="simulated faults: delay, reorder, duplicate, fail, lose (acks that come after "
+                         "--ack-timeout, or never), allocfail (allocators refusing inside cache operations), "
+                         "or none (default delay,reorder,duplicate,fail; none with --transfer threaded)")
+    sp.add_argument("--ack-timeout", type=_non_negative, default=24, metavar="STEPS",
+                    help="time out a ticket whose ack has not come after this many steps (default 24, above "
+                         "every seed's longest delay; 0: never; must be > 12 with lose)")
+    sp.add_argument("--write-back", choices=("sync", "async"), default=None,
+                    help="under write-back, whether eviction waits for the backups it starts (sync) or leaves "
+                         "a victim until its backup's ack (async); default: by seed")
+    sp.add_argument("--transfer", choices=("simulated", "threaded"), default="simulated",
+                    help="simulated: the seeded, fault-injecting engine (reproducible step by step); threaded: "
+                         "copies on worker threads posting acks to the cache's inbox (real concurrency: the "
+                         "oracle stays exact but a seed's steps are not reproducible; transfer faults are "
+                         "refused)")
     sp.add_argument("--page-size", type=_sim_page_size, default=None, metavar="N",
                     help=f"page size, at most {MAX_SIM_PAGE_SIZE} (default: 1 or 2 by seed)")
     sp.add_argument("--write-policy", choices=("write_back", "write_through"), default=None,

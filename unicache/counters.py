@@ -16,6 +16,10 @@ class CacheCounters:
     duplicate Mamba slot (insert, load-back, backup). `mamba_skipped` counts
     requests that got no Mamba slot (`alloc_device` or `insert`'s copy);
     `alloc_refused_*` every `alloc_device` that returned None.
+    `timed_out_tickets` counts tickets given up on (`UniCache.time_out`, joiners
+    included), `timed_out_slots` the rows their copies left quarantined, and
+    `late_acks` the acks that arrived after their ticket timed out (each frees
+    that quarantine and settles nothing else).
     """
 
     matches: int = 0
@@ -71,6 +75,9 @@ class CacheCounters:
     failed_acks: int = 0
     resets: int = 0
     quarantined_slots: int = 0
+    timed_out_tickets: int = 0
+    timed_out_slots: int = 0
+    late_acks: int = 0
     splits: int = 0
 
     def as_dict(self) -> dict[str, int]:

@@ -51,6 +51,17 @@ class UnknownTicketError(CacheError, KeyError):
         return str(self.args[0])
 
 
+class TicketNotLiveError(CacheError, KeyError):
+    """A ticket this cache issued that is not waiting for its ack (settled, quarantined, or a joiner)."""
+
+    def __init__(self, ticket_id: int, why: str) -> None:
+        super().__init__(f"ticket {ticket_id}: {why}")
+        self.ticket_id = ticket_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class TicketPendingError(CacheError):
     """A ticket's result was asked for before its copy was acked."""
 

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from leases import Borrowed, PinSet
 
+from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, LoadBack, Ticket
 from unicache.ticket_table import QuarantineRecord
 from unicache.tree.node import Node
@@ -90,6 +91,9 @@ class QuarantineInfo:
     generation: int
     kind: str
     slots: dict[str, list[int]]
+    timed_out: bool = False
+    """True: the ticket timed out (`UniCache.time_out`) and its slots wait for its late ack, which
+    may never come; False: a reset quarantined it until its stale ack."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -97,6 +101,7 @@ class QuarantineInfo:
             "generation": self.generation,
             "kind": self.kind,
             "slots": self.slots,
+            "timed_out": self.timed_out,
         }
 
 
@@ -150,7 +155,7 @@ def quarantine_info(q: QuarantineRecord) -> QuarantineInfo:
         for tier, rows in ((op.src_tier, op.src), (op.dst_tier, op.dst)):
             slots.setdefault(f"{op.component.__name__.lower()}.{tier.value}", []).extend(rows)
     kind = "backup" if isinstance(q.ticket, BackupTicket) else "load_back"
-    return QuarantineInfo(q.ticket.id, q.generation, kind, slots)
+    return QuarantineInfo(q.ticket.id, q.generation, kind, slots, q.ticket.status is TicketStatus.TIMED_OUT)
 
 
 def dump_state(cache: CacheView) -> dict[str, object]:

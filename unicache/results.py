@@ -15,6 +15,7 @@ class TicketStatus(enum.Enum):
     DONE = "done"
     FAILED = "failed"
     STALE = "stale"
+    TIMED_OUT = "timed_out"
 
 
 @dataclass(slots=True)
@@ -87,3 +88,20 @@ class Completion:
     kind: JobKind
     status: TicketStatus
     anchor_id: int | None
+
+
+@dataclass(slots=True)
+class TimedOut:
+    """What `UniCache.time_out` gave up on: the ticket, the joiners settled with it, the slots quarantined.
+
+    `quarantined_slots` counts every source and destination row its copy may
+    still read or write (per tier, a row listed twice counts twice); they stay
+    quarantined until the late ack, for good if it never comes.
+    """
+
+    ticket: int
+    generation: int
+    kind: JobKind
+    anchor_id: int
+    joiners: tuple[int, ...]
+    quarantined_slots: int

@@ -13,6 +13,7 @@ from leases import PinSet
 from unicache.markers import SWA, Full, Mamba
 from unicache.errors import CacheError
 from unicache.owners import LeaseOwner
+from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, LoadBack
 from unicache.transfer.base import Tier
 from unicache.tree.node import TOKEN_BYTES, Node
@@ -261,6 +262,9 @@ def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
                 r.add("pool", f"{pool.name}: deferred slots not quarantined", component=comp.__name__)
     expected_q: dict[tuple[type, Tier], Counter[int]] = {}
     for q in cache.quarantine_records():
+        t = q.ticket
+        if t.status is TicketStatus.TIMED_OUT and (t.full or t.swa or t.mamba or t.joiners):
+            r.add("quarantine", f"ticket {t.id} timed out but still holds leases {t.lease_ids()} or joiners")
         for op in q.copies:
             expected_q.setdefault((op.component, op.src_tier), Counter()).update(op.src)
             expected_q.setdefault((op.component, op.dst_tier), Counter()).update(op.dst)
@@ -271,7 +275,7 @@ def _check_pools(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
             if pool.alloc.quarantined() != want:
                 r.add(
                     "quarantine",
-                    f"{pool.name}: quarantine {pool.alloc.quarantined()} != pending stale acks {want}",
+                    f"{pool.name}: quarantine {pool.alloc.quarantined()} != pending stale and late acks {want}",
                     component=comp.__name__,
                 )
 

@@ -7,6 +7,7 @@ from itertools import count
 
 from leases import Borrowed
 
+from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, LoadBack, Ticket
 from unicache.transfer.base import CopyOp
 
@@ -27,7 +28,8 @@ class TicketTable:
     """Issues ticket ids (never reused) and owns every ticket from submit to its ack.
 
     A live ticket is one of the current epoch waiting for its ack; `reset`
-    moves every live ticket into quarantine, where it waits for its stale ack.
+    moves every live ticket into quarantine, where it waits for its stale ack,
+    and `time_out` moves one there, where it waits for its late ack.
     Load-backs and backups that joined another's copy are not entries of
     their own: they ride on the ticket they joined (`joiners`).
     """
@@ -95,7 +97,9 @@ class TicketTable:
         for t in self._live.values():
             out.append(t)
             if t.joiners:
-                out.extend(t.joiners)
+                for j in t.joiners:
+                    if isinstance(j, (LoadBack, BackupTicket)):
+                        out.append(j)
         return out
 
     def quarantine_all(self) -> list[Borrowed[Ticket]]:
@@ -107,6 +111,37 @@ class TicketTable:
             self._quarantine[tid] = t
         moved = set(ids)
         return [t for tid, t in self._quarantine.items() if tid in moved]
+
+    def time_out(self, ticket: int) -> Borrowed[Ticket] | None:
+        """Move the live ticket `ticket` into quarantine, where it waits for its late ack; None if not live.
+
+        The table keeps owning it: its late ack (`take_quarantined`) moves it out.
+        """
+        t = self._live.pop(ticket, None)
+        if t is None:
+            return None
+        assert t.job is not None, ticket
+        self._quarantine[ticket] = t
+        return self._quarantine[ticket]
+
+    def awaiting(self) -> list[int]:
+        """Ids of the tickets waiting for an ack that were not given up on: live ones (joiners ride on
+        theirs) and those a reset quarantined, oldest first within each."""
+        out = list(self._live)
+        if self._quarantine:
+            out += [tid for tid, t in self._quarantine.items() if t.status is not TicketStatus.TIMED_OUT]
+        return out
+
+    def quarantined_ticket(self, ticket: int) -> Borrowed[Ticket] | None:
+        """The quarantined ticket with this id, or None (the table keeps it)."""
+        return self._quarantine.get(ticket)
+
+    def joined(self, ticket: int) -> Borrowed[Ticket] | None:
+        """The live ticket whose copy ticket `ticket` joined (it rides in that one's `joiners`), or None."""
+        for t in self._live.values():
+            if t.joiners and any(j.id == ticket for j in t.joiners):
+                return t
+        return None
 
     def take_quarantined(self, ticket: int, generation: int) -> Ticket | None:
         """Move out the quarantined ticket a stale ack names (the caller settles it), or None."""

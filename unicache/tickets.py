@@ -50,7 +50,7 @@ def segment_parts(
         x = x.parent
 
 
-def _release(holder: LockReceipt | _Ticket) -> None:
+def _release(holder: LockReceipt | TicketRecord) -> None:
     """Release each lease `holder` still holds, once (the holder's consuming methods call this).
 
     A pin set left empty is dropped from its node (it is created again on the
@@ -145,7 +145,7 @@ class LockReceipt:
 
 
 @linear
-class _Ticket:
+class TicketRecord:
     """Fields shared by load-back and backup tickets; `close` releases the leases, once."""
 
     __slots__ = (
@@ -160,6 +160,8 @@ class _Ticket:
         "mamba",
         "full_start",
         "job",
+        "copy",
+        "joiners",
     )
 
     id: int
@@ -172,6 +174,8 @@ class _Ticket:
     mamba: Lease[Mamba, Held] | None
     full_start: int
     job: TransferJob | None
+    copy: Borrowed[TicketRecord] | None
+    joiners: list[TicketRecord] | None
 
     def lease_ids(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -183,13 +187,36 @@ class _Ticket:
             out["Mamba"] = self.mamba.id
         return out
 
+    def _close_joiners(self) -> None:
+        """Close every joiner riding on this copy (each once), and forget the copy this one rides on."""
+        self.copy = None
+        riders = self.joiners
+        self.joiners = None
+        if riders is not None:
+            while riders:
+                j = riders.pop(0)
+                j.copy = None
+                j.close()
+
+    def release_leases(self) -> None:
+        """Release every lease still held and close every joiner, now, keeping the record.
+
+        A ticket given up on (timed out) stays with the ticket table: its job's
+        slots stay quarantined until its late ack, when `close` consumes the
+        record (with nothing left to release).
+        """
+        self._close_joiners()
+        _release(holder=self)
+
     @consumes
     def close(self) -> None:
-        """Release every lease still held (a revoked one settles as stale); the cache calls this at the ack."""
+        """Release this record's leases and close every joiner riding on its copy (each once); the cache
+        calls this at the ack (a revoked lease settles as stale)."""
+        self._close_joiners()
         _release(self)
 
 
-class LoadBack(_Ticket):
+class LoadBack(TicketRecord):
     """The cache-side record of an in-flight host->device load-back anchored at `node`.
 
     Holds the leases and the transfer records. A load-back of data that is
@@ -204,7 +231,7 @@ class LoadBack(_Ticket):
 
     __slots__ = (
         "full_dst", "swa_segments", "full_tokens", "swa_tokens", "mamba_moved", "mamba_dst",
-        "abandoned", "copy", "joiners",
+        "abandoned",
     )
 
     full_dst: list[int]
@@ -214,8 +241,6 @@ class LoadBack(_Ticket):
     mamba_moved: bool
     mamba_dst: int | None
     abandoned: bool
-    copy: Borrowed[LoadBack] | None
-    joiners: list[LoadBack] | None
 
     def __init__(self, ticket_id: int, generation: int, anchor: Node, owner: LeaseOwner) -> None:
         self.id = ticket_id
@@ -237,19 +262,6 @@ class LoadBack(_Ticket):
         self.abandoned = False
         self.copy = None
         self.joiners = None
-
-    @consumes
-    def close(self) -> None:
-        """Release this record's leases and close every joiner riding on its copy (each once)."""
-        self.copy = None
-        riders = self.joiners
-        self.joiners = None
-        if riders is not None:
-            while riders:
-                j = riders.pop(0)
-                j.copy = None
-                j.close()
-        _release(self)
 
     def __repr__(self) -> str:
         return (
@@ -346,7 +358,7 @@ class LoadBackTicket:
 
 
 @linear
-class BackupTicket(_Ticket):
+class BackupTicket(TicketRecord):
     """An in-flight device->host backup of a contiguous chain ending at `node`; cache-owned.
 
     A backup of a node whose backup is already in flight joins that copy
@@ -355,13 +367,11 @@ class BackupTicket(_Ticket):
     and settles with the same ack, owned by the record it joined.
     """
 
-    __slots__ = ("full_dst", "swa_segments", "mamba_slots", "copy", "joiners")
+    __slots__ = ("full_dst", "swa_segments", "mamba_slots")
 
     full_dst: array[int]
     swa_segments: list[HostSegment]
     mamba_slots: list[tuple[Node, int]]
-    copy: Borrowed[BackupTicket] | None
-    joiners: list[BackupTicket] | None
 
     def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: LeaseOwner) -> None:
         self.id = ticket_id
@@ -379,19 +389,6 @@ class BackupTicket(_Ticket):
         self.mamba_slots = []
         self.copy = None
         self.joiners = None
-
-    @consumes
-    def close(self) -> None:
-        """Release this record's leases and close every joiner riding on its copy (each once)."""
-        self.copy = None
-        riders = self.joiners
-        self.joiners = None
-        if riders is not None:
-            while riders:
-                j = riders.pop(0)
-                j.copy = None
-                j.close()
-        _release(self)
 
     def __repr__(self) -> str:
         return (

@@ -245,5 +245,5 @@ def test_well_formed_commands_never_get_syntax_errors(repl: RunRepl, tmp_path: P
     assert errors == {
         "abandon": "UnknownNameError", "ack": "UnknownTicketError", "assert": "ConditionError",
         "backup": "UnknownNameError", "history": "UnknownNameError", "lease": "UnknownNameError",
-        "withhold": "NeedsManualTransferError",
+        "withhold": "NeedsManualTransferError", "time-out": "UnknownTicketError",
     }

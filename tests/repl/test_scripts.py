@@ -62,7 +62,7 @@ def test_error_forms_fail_with_their_types(repl: RunRepl, monkeypatch: pytest.Mo
         ("history", "UnknownNameError"), ("history", "CommandSyntaxError"), ("history", "CommandSyntaxError"),
         ("assert", "ConditionError"), ("assert", "ConditionError"), ("assert", "ConditionError"),
         ("run", "ConditionError"), ("run", "ConditionError"),
-        ("abandon", "UnknownNameError"), ("ack", "UnknownTicketError"),
+        ("abandon", "UnknownNameError"), ("time-out", "UnknownTicketError"), ("ack", "UnknownTicketError"),
         ("evict", "CommandSyntaxError"), ("evict", "CommandSyntaxError"), ("evict", "CommandSyntaxError"),
         ("step", "CommandSyntaxError"), ("reclaim", "CommandSyntaxError"),
         ("insert", "CapacityError"), ("insert", "CapacityError"),

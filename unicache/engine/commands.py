@@ -70,7 +70,17 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
         check_every=args.check_every,
         crash_dir=args.crash_dir,
         memory_limit_gib=args.memory_limit,
+        ack_timeout=args.ack_timeout,
     )
+
+
+def _sim_faults(args: argparse.Namespace) -> tuple[str, ...]:
+    """`--faults` as given, or by default every transfer fault but ``lose`` (none with ``--transfer threaded``)."""
+    from unicache.engine.simulate import DEFAULT_FAULTS
+
+    if args.faults is None:
+        return DEFAULT_FAULTS if args.transfer == "simulated" else ()
+    return tuple(f for f in args.faults if f != "none")
 
 
 def _usage(err: Console, command: str, exc: BaseException) -> int:
@@ -163,10 +173,12 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
     seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
     try:
         opts = SimulateOptions(steps=args.steps, components=tuple(args.components) if args.components else None,
-                               faults=tuple(f for f in args.faults if f != "none"), page_size=args.page_size,
+                               faults=_sim_faults(args), page_size=args.page_size,
                                write_policy=args.write_policy, inject=args.inject,
                                chaos=tuple(c for c in args.chaos if c != "none"), keep=args.keep,
-                               workload=args.workload, full_check_every=args.full_check_every)
+                               workload=args.workload, full_check_every=args.full_check_every,
+                               ack_timeout=args.ack_timeout, transfer=args.transfer,
+                               sync_write_back=None if args.write_back is None else args.write_back == "sync")
         check_output_dir(args.crash_dir, "--crash-dir")
         if args.report is not None:
             check_output_file(args.report, "--report")

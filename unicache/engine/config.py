@@ -32,7 +32,10 @@ class EngineConfig:
     - ``tree_check_every``: run the whole-tree data oracle every N steps (0: only at the end);
     - ``step_checks``: between those, check what each step touched (nodes, leases, pool
       counts; :mod:`unicache.engine.stepcheck`) and the ownership invariants;
-    - ``vocab``: vocabulary size for decoded tokens.
+    - ``vocab``: vocabulary size for decoded tokens;
+    - ``ack_timeout``: steps after which a ticket still waiting for its ack is timed
+      out (``UniCache.time_out``: its request recomputes, its rows stay quarantined
+      until the late ack); 0 never times out.
     """
 
     max_running: int = 16
@@ -47,13 +50,14 @@ class EngineConfig:
     tree_check_every: int = 0
     step_checks: bool = False
     vocab: int = 150_000
+    ack_timeout: int = 64
 
     def __post_init__(self) -> None:
         for name in ("max_running", "decode_per_step", "vocab"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise EngineConfigError(f"engine config {name} must be an int >= 1, got {value!r}")
-        for name in ("max_load_backs", "check_every", "tree_check_every"):
+        for name in ("max_load_backs", "check_every", "tree_check_every", "ack_timeout"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise EngineConfigError(f"engine config {name} must be an int >= 0, got {value!r}")

@@ -29,6 +29,9 @@ class SchedulerObserver:
     def on_abandon(self, ticket: int) -> None:
         """Load-back ``ticket`` is about to be abandoned (its request was aborted)."""
 
+    def on_time_out(self, ticket: int) -> None:
+        """Ticket ``ticket`` is about to be timed out (its ack is overdue)."""
+
     def on_lock(self, node: Node, receipt: int, lease_ids: tuple[int, ...]) -> None:
         """Receipt ``receipt`` was just taken over the path to ``node``; ``lease_ids`` are its leases."""
 

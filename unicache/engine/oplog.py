@@ -62,6 +62,9 @@ class OpLogObserver(SchedulerObserver):
     def on_abandon(self, ticket: int) -> None:
         self.log.add("abandon", ticket)
 
+    def on_time_out(self, ticket: int) -> None:
+        self.log.add("time_out", ticket)
+
     def on_lock(self, node: Node, receipt: int, lease_ids: tuple[int, ...]) -> None:
         self.log.add("lock", OpLog.path_tokens(node), receipt)
 

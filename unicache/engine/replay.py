@@ -54,6 +54,9 @@ BLOCK_TOKENS_PER_DECODE_TOKEN = 4
 class ReplayOptionError(ValueError):
     """A replay option is invalid or inconsistent with another; the message names it."""
 
+DEFAULT_ACK_TIMEOUT = 256
+"""Steps a replay waits for an ack before timing its ticket out (4x the default ``--max-delay``)."""
+MAX_ACK_TIMEOUT = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
@@ -90,8 +93,18 @@ class ReplayOptions:
     mamba_width: int = 8
     crash_dir: Path = field(default_factory=lambda: Path("unicache-crash"))
     memory_limit_gib: float = DEFAULT_MEMORY_LIMIT_GIB
+    ack_timeout: int = DEFAULT_ACK_TIMEOUT
 
     def __post_init__(self) -> None:
+        if type(self.ack_timeout) is not int or not 0 <= self.ack_timeout <= MAX_ACK_TIMEOUT:
+            raise ReplayOptionError(f"--ack-timeout must be an int in 0..{MAX_ACK_TIMEOUT} (0: never), "
+                                    f"got {self.ack_timeout!r}")
+        if self.ack_timeout and "delay" in self.faults and self.ack_timeout <= self.max_delay:
+            raise ReplayOptionError(f"--ack-timeout ({self.ack_timeout}) must exceed --max-delay "
+                                    f"({self.max_delay}), or every slow copy times out")
+        if "lose" in self.faults and not self.ack_timeout:
+            raise ReplayOptionError("--faults lose needs --ack-timeout > 0 (a lost ack is only ever given up on "
+                                    "by a timeout)")
         unknown = [c for c in self.components if c not in COMPONENT_NAMES]
         if unknown:
             raise ReplayOptionError(f"--components: unknown component(s) {unknown} (choose from full, swa, mamba)")
@@ -118,7 +131,9 @@ class ReplayOptions:
 
     def fault_spec(self) -> FaultSpec:
         """The simulated engine's faults (raises on an unknown kind or an out-of-range delay)."""
-        return FaultSpec.parse(self.faults, mean_delay=self.mean_delay, max_delay=self.max_delay)
+        late = 3 * self.ack_timeout if self.ack_timeout else 4 * self.max_delay
+        return FaultSpec.parse(self.faults, mean_delay=self.mean_delay, max_delay=self.max_delay,
+                               late_delay=max(late, self.max_delay + 1))
 
     def decode_tokens_per_step(self) -> int:
         """``decode_per_step``, or by default one decode token per 4 block tokens of the Mooncake scale.
@@ -242,7 +257,7 @@ def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True) ->
     chunk = opts.cache_chunk_tokens()
     engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_tokens_per_step(),
                               cache_chunk=chunk, branch_states=opts.branch_states, data=opts.data,
-                              verify=opts.verify, check_every=opts.check_every)
+                              verify=opts.verify, check_every=opts.check_every, ack_timeout=opts.ack_timeout)
     return Scheduler(cache, trace.requests, model=reference_for(config, opts.seed), config=engine_cfg,
                      timeline=Timeline() if timeline else None)
 

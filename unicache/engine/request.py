@@ -71,6 +71,9 @@ class EngineStats:
     load_backs_ok: int = 0
     load_backs_failed: int = 0
     load_backs_stale: int = 0
+    load_backs_timed_out: int = 0
+    tickets_timed_out: int = 0
+    lost_ack_waits: int = 0
     start_retries: int = 0
     prompt_inserts: int = 0
     branch_states: int = 0

@@ -13,6 +13,9 @@ order of the trace is kept); if nothing at all can make progress the loop
 raises :class:`SchedulerStuckError` (:mod:`unicache.engine.liveness`: waiting
 on acks that will come, quarantined copies of a reset included, is not stuck;
 ``idle_steps`` counts steps with no ack and nothing running, for the bound).
+A ticket whose ack has not come ``ack_timeout`` steps after the loop first saw
+it is timed out (``UniCache.time_out``): its request recomputes what the
+load-back would have brought, and its rows stay quarantined until the late ack.
 
 The loop owns the requests' slots, receipts and tickets. The bytes live in
 :mod:`unicache.engine.datapath`, the ownership invariant in
@@ -31,6 +34,7 @@ from leases import Borrowed
 
 from unicache.cache import UniCache
 from unicache.markers import SWA, Full, Mamba
+from unicache.engine.acktimer import AckTimer, lost_for_good
 from unicache.engine.config import EngineConfig
 from unicache.engine.datapath import DataPath
 from unicache.engine.errors import EngineError
@@ -91,6 +95,8 @@ class Scheduler:
         self.running: list[Request] = []
         self.current: Request | None = None
         self.holdings = Holdings()
+        self._ack_timer = AckTimer(self.config.ack_timeout)
+        self._allocators = [p.alloc for p in cache.pools.pools()]
 
     def observe(self, observer: SchedulerObserver) -> None:
         """Tell ``observer`` about every cache operation from now on."""
@@ -119,6 +125,7 @@ class Scheduler:
             self._ticking.tick()
         acked = cache.poll()
         self.idle_steps = 0 if acked or self.running else self.idle_steps + 1
+        self._time_out_overdue()
         self._collect_load_backs()
         self._admit()
         self._decode()
@@ -177,11 +184,21 @@ class Scheduler:
                 req.loaded_end = max(req.loaded_end, res.anchor.end)
             elif res.status is TicketStatus.STALE:
                 self.stats.load_backs_stale += 1
+            elif res.status is TicketStatus.TIMED_OUT:
+                self.stats.load_backs_timed_out += 1
             else:
                 self.stats.load_backs_failed += 1
             req.phase = Phase.READY
             self.ready.append(req)
         self.loading = still
+
+    def _time_out_overdue(self) -> None:
+        """Time out every ticket that has waited ``ack_timeout`` steps for its ack (`AckTimer`)."""
+        for tid in self._ack_timer.overdue(self.cache, self.step_no):
+            for obs in self.observers:
+                obs.on_time_out(tid)
+            self.cache.time_out(tid)
+            self.stats.tickets_timed_out += 1
 
     def _load_back_ended(self, req: Request) -> None:
         ids, req.ticket_leases = req.ticket_leases, ()
@@ -205,12 +222,20 @@ class Scheduler:
                 queue = self.waiting
             req = queue[0]
             self.current = req
+            refused = self._injected_refusals()
             if not self._begin(req):
                 self.stats.start_retries += 1
-                check_not_stuck(self.cache, req, self.step_no, loading=len(self.loading),
-                                running=len(self.running), idle_steps=self.idle_steps)
+                if check_not_stuck(self.cache, req, self.step_no, loading=len(self.loading),
+                                   running=len(self.running), idle_steps=self.idle_steps,
+                                   ack_timeout=self.config.ack_timeout,
+                                   injected_refusal=self._injected_refusals() != refused):
+                    self.stats.lost_ack_waits += 1
                 return
             queue.popleft()
+
+    def _injected_refusals(self) -> int:
+        """Allocations refused on purpose so far (`SlotAllocator.refuse`: the simulator's ``allocfail``)."""
+        return sum(a.injected_refusals for a in self._allocators)
 
     def _begin(self, req: Request) -> bool:
         """Match and either start a load-back or start computing; False if memory is short."""
@@ -460,10 +485,16 @@ class Scheduler:
         self.stats.aborted += 1
 
     def drain(self, max_steps: int = 10_000) -> None:
-        """Step (no new work) until every transfer has been acked, stale ones of old epochs included."""
+        """Step (no new work) until every transfer has been acked, stale ones of old epochs included.
+
+        A reset's quarantined ticket whose ack the engine lost for good is timed out at the end
+        (its revoked leases released; its rows stay quarantined, counted).
+        """
         cache = self.cache
         for _ in range(max_steps):
             if drained(cache, loading=len(self.loading)):
+                for tid in lost_for_good(cache):
+                    cache.time_out(tid)
                 return
             self.step_no += 1
             cache.ledger.step = self.step_no
@@ -472,5 +503,6 @@ class Scheduler:
             else:
                 cache.engine.flush()
             cache.poll()
+            self._time_out_overdue()
             self._collect_load_backs()
         raise never_acked(cache, self.step_no)

@@ -127,5 +127,9 @@ def translate(ops: list[Op]) -> list[Line]:
             tid = op[1]
             assert isinstance(tid, int)
             lines.append(Line("abandon T{ticket}", uses_ticket=tid))
+        elif kind == "time_out":
+            tid = op[1]
+            assert isinstance(tid, int)
+            lines.append(Line("time-out T{ticket}", uses_ticket=tid))
     lines.append(Line("assert clean"))
     return lines

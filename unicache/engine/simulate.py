@@ -2,7 +2,10 @@
 
 A seed fully determines a :class:`Scenario`: the components, page size,
 write policy, tiny pool sizes, a synthetic multi-turn workload, the
-simulated engine's faults (delay, reorder, duplicate, fail) and a stream of
+simulated engine's faults (delay, reorder, duplicate, fail, lose: acks that
+come long after the scheduler's ``ack_timeout`` timed their ticket out, or
+never), the cache's own faults (allocfail: allocators refusing inside cache
+operations) and a stream of
 "chaos" operations injected between steps (reset, forced device and host
 eviction, reclaim, backup of a random node, aborting a random request).
 After every step the cache's sanity check, the engine's ownership invariants
@@ -38,7 +41,9 @@ from unicache.engine.scheduler import Scheduler
 from unicache.engine.workloads import SIZING_REQUESTS, WORKLOADS, build_workload
 from unicache.traces.request import Trace
 from unicache.transfer.base import Tier
+from unicache.transfer.base import TransferEngine
 from unicache.transfer.simulated import FAULT_KINDS, FaultSpec, SimulatedEngine
+from unicache.transfer.threaded import ThreadedEngine
 
 COMPONENT_SETS: tuple[tuple[str, ...], ...] = (
     ("full",), ("full", "mamba"), ("full", "swa"), ("full", "swa", "mamba"),
@@ -48,7 +53,16 @@ CHAOS_RATE: dict[str, float] = {
     "reset": 0.05, "evict": 0.12, "evict_host": 0.06, "reclaim": 0.06, "backup": 0.06, "abort": 0.03,
 }
 INJECTIONS: tuple[str, ...] = ("corrupt", "leak", "badcopy", "badload", "pinset", "allocator")
+ACK_TIMEOUT = 24
+"""Default steps after which the simulated scheduler times out a ticket (above every seed's ``max_delay``)."""
 FULL_CHECK_EVERY = 16
+TRANSFERS: tuple[str, ...] = ("simulated", "threaded")
+"""Transfer engines a simulation can run on (``threaded``: real worker threads, no injected transfer faults)."""
+DEFAULT_FAULTS: tuple[str, ...] = ("delay", "reorder", "duplicate", "fail")
+CACHE_FAULTS: tuple[str, ...] = ("allocfail",)
+"""Faults injected into the cache itself, not the transfer engine: ``allocfail`` makes a random
+allocator (device or host, any component) refuse its next 1-3 allocations (`SlotAllocator.refuse`)."""
+ALLOCFAIL_RATE = 0.2
 """Default steps between full sanity checks and whole-tree oracles; the steps between get `StepCheck`."""
 _MARKERS = {"full": Full, "swa": SWA, "mamba": Mamba}
 
@@ -57,13 +71,18 @@ class SimulationError(ValueError):
     """Invalid simulate options (the message names the option)."""
 
 
+def transfer_faults(faults: tuple[str, ...]) -> tuple[str, ...]:
+    """The fault kinds the transfer engine injects (every one but the cache faults)."""
+    return tuple(f for f in faults if f not in CACHE_FAULTS)
+
+
 @dataclass(frozen=True, slots=True)
 class SimulateOptions:
     """What `unicache simulate` varies; None means "chosen by seed"."""
 
     steps: int = 200
     components: tuple[str, ...] | None = None
-    faults: tuple[str, ...] = FAULT_KINDS
+    faults: tuple[str, ...] = DEFAULT_FAULTS
     page_size: int | None = None
     write_policy: WritePolicy | None = None
     inject: str | None = None
@@ -71,8 +90,26 @@ class SimulateOptions:
     keep: tuple[int, ...] | None = None
     workload: str | None = None
     full_check_every: int = FULL_CHECK_EVERY
+    ack_timeout: int = ACK_TIMEOUT
+    transfer: str = "simulated"
+    sync_write_back: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.transfer not in TRANSFERS:
+            raise SimulationError(f"--transfer must be one of {', '.join(TRANSFERS)}, got {self.transfer!r}")
+        if self.transfer == "threaded" and transfer_faults(self.faults):
+            raise SimulationError(f"--transfer threaded injects no transfer faults (its copies really run on "
+                                  f"threads); got --faults {','.join(self.faults)}: pass --faults none")
+        if self.transfer == "threaded" and self.inject in ("badcopy", "badload"):
+            raise SimulationError(f"--inject {self.inject} needs --transfer simulated")
+        if type(self.ack_timeout) is not int or not 0 <= self.ack_timeout <= 10_000:
+            raise SimulationError(f"--ack-timeout must be an int in [0, 10000] (0: never), got {self.ack_timeout!r}")
+        if "lose" in self.faults and not self.ack_timeout:
+            raise SimulationError("--faults lose needs --ack-timeout > 0 (a lost ack is only ever given up on "
+                                  "by a timeout)")
+        if "lose" in self.faults and self.ack_timeout <= 12:
+            raise SimulationError(f"--ack-timeout must be > 12 (the longest simulated delay) with --faults lose, "
+                                  f"got {self.ack_timeout}")
         if not 1 <= self.full_check_every <= 10_000:
             raise SimulationError(f"--full-check-every must be in [1, 10000], got {self.full_check_every}")
         if self.workload is not None and self.workload not in WORKLOADS:
@@ -88,7 +125,11 @@ class SimulateOptions:
             bad = [c for c in self.components if c not in _MARKERS]
             if bad or "full" not in self.components:
                 raise SimulationError(f"--components must include full and only full/swa/mamba, got {self.components}")
-        FaultSpec.parse(self.faults)
+        known = (*FAULT_KINDS, *CACHE_FAULTS, "none")
+        unknown = [f for f in self.faults if f.strip().lower() not in known]
+        if unknown:
+            raise SimulationError(f"--faults: unknown fault kind(s) {unknown} (choose from {', '.join(known)})")
+        FaultSpec.parse(transfer_faults(self.faults))
         if self.page_size is not None and self.page_size < 1:
             raise SimulationError(f"--page-size must be >= 1, got {self.page_size}")
         if self.inject is not None and self.inject not in INJECTIONS:
@@ -110,6 +151,9 @@ class Scenario:
     inject: str | None = None
     workload: str = "multiturn"
     full_check_every: int = FULL_CHECK_EVERY
+    ack_timeout: int = ACK_TIMEOUT
+    transfer: str = "simulated"
+    sync_write_back: bool = True
 
     def command(self) -> str:
         """The `unicache simulate` command that runs exactly this scenario."""
@@ -125,13 +169,21 @@ class Scenario:
             parts += ["--inject", self.inject]
         if self.full_check_every != FULL_CHECK_EVERY:
             parts += ["--full-check-every", str(self.full_check_every)]
+        if self.ack_timeout != ACK_TIMEOUT:
+            parts += ["--ack-timeout", str(self.ack_timeout)]
+        if self.transfer != "simulated":
+            parts += ["--transfer", self.transfer]
+        if self.write_policy == "write_back":
+            parts += ["--write-back", "sync" if self.sync_write_back else "async"]
         return " ".join(parts)
 
     def describe(self) -> dict[str, object]:
         return {"seed": self.seed, "steps": self.steps, "components": list(self.components),
                 "page_size": self.page_size, "write_policy": self.write_policy, "faults": list(self.faults),
                 "chaos": list(self.chaos), "requests_kept": None if self.keep is None else list(self.keep),
-                "inject": self.inject, "workload": self.workload, "full_check_every": self.full_check_every}
+                "inject": self.inject, "workload": self.workload, "full_check_every": self.full_check_every,
+                "ack_timeout": self.ack_timeout, "transfer": self.transfer,
+                "sync_write_back": self.sync_write_back}
 
 
 def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
@@ -145,8 +197,12 @@ def scenario_for(seed: int, opts: SimulateOptions) -> Scenario:
     else:
         policy = "write_back" if rng.random() < 0.5 else "write_through"
     workload = opts.workload or WORKLOADS[(seed // len(COMPONENT_SETS)) % len(WORKLOADS)]
+    sync = opts.sync_write_back
+    if sync is None:
+        sync = random.Random(seed * 7907 + 11).random() < 0.5
     return Scenario(seed, opts.steps, tuple(components), page_size, policy, tuple(opts.faults),
-                    tuple(opts.chaos), opts.keep, opts.inject, workload, opts.full_check_every)
+                    tuple(opts.chaos), opts.keep, opts.inject, workload, opts.full_check_every, opts.ack_timeout,
+                    opts.transfer, sync)
 
 
 @dataclass(slots=True)
@@ -163,7 +219,9 @@ def build_world(sc: Scenario) -> World:
     """The seed's workload (see :mod:`unicache.engine.workloads`), cache config and engine knobs.
 
     The load-back threshold comes from its own generator so that adding it kept
-    every other knob of every seed as it was.
+    every other knob of every seed as it was (so does the scenario's
+    ``sync_write_back``: whether write-back eviction waits for its backups, or
+    leaves a victim until its backup's ack).
     """
     rng = random.Random(sc.seed)
     ps = sc.page_size
@@ -181,15 +239,17 @@ def build_world(sc: Scenario) -> World:
         device_tokens=device, page_size=ps, host_ratio=rng.choice((1.5, 2.0, 4.0)),
         load_back_threshold=load_back_threshold,
         swa_window=rng.randint(2, 12) * ps if swa else None, mamba=mamba,
-        mamba_device_slots=rng.randint(8, 16), write_policy=sc.write_policy,
+        mamba_device_slots=rng.randint(8, 16), write_policy=sc.write_policy, sync_write_back=sc.sync_write_back,
         write_through_threshold=rng.randint(1, 2), kv_width=2, mamba_width=3, dtype="int32",
         device="cpu", strict=False, debug=True, history=4096, ledger_name=f"sim-seed{sc.seed}",
     )
     engine = EngineConfig(max_running=rng.randint(2, 6), decode_per_step=rng.randint(1, 3),
                           check_every=sc.full_check_every, tree_check_every=sc.full_check_every,
-                          step_checks=sc.full_check_every > 1, vocab=40)
+                          step_checks=sc.full_check_every > 1, vocab=40, ack_timeout=sc.ack_timeout)
     params = {"mean_delay": rng.choice((1.5, 3.0)), "max_delay": rng.randint(3, 8),
               "duplicate_rate": 0.2, "fail_rate": 0.15}
+    if sc.ack_timeout:
+        params.update(lose_rate=0.08, never_rate=0.3, late_delay=3 * sc.ack_timeout)
     return World(trace, config, engine, params)
 
 
@@ -318,21 +378,33 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
     """
     world = build_world(sc)
     log = OpLog(world.config) if record else None
-    engine = SimulatedEngine(FaultSpec.parse(sc.faults, **world.fault_params), seed=sc.seed)
-    if log is not None:
-        engine.ack_log = log
+    engine: TransferEngine
+    sim: SimulatedEngine | None = None
+    if sc.transfer == "threaded":
+        engine = ThreadedEngine(workers=2)
+    else:
+        engine = sim = SimulatedEngine(FaultSpec.parse(transfer_faults(sc.faults), **world.fault_params),
+                                       seed=sc.seed)
+        if log is not None:
+            sim.ack_log = log
     cache = UniCache(world.config, engine)
+    if isinstance(engine, ThreadedEngine):
+        engine.bind(cache.inbox)
     sched = Scheduler(cache, world.trace.requests, model=reference_for(world.config, sc.seed),
                       config=world.engine)
     if log is not None:
         sched.observe(OpLogObserver(log))
     chaos_rng = random.Random(sc.seed * 31 + 17)
+    alloc_rng = random.Random(sc.seed * 131 + 7) if "allocfail" in sc.faults else None
+    allocators = [p.alloc for p in cache.pools.pools()]
     planted = False
     error: BaseException | None = None
     step = 0
     try:
         while not sched.done and step < sc.steps:
             step += 1
+            if alloc_rng is not None and alloc_rng.random() < ALLOCFAIL_RATE:
+                alloc_rng.choice(allocators).refuse = alloc_rng.randint(1, 3)
             _chaos(sc, chaos_rng, sched, log)
             if sc.inject and not planted:
                 planted = _inject(sc.inject, chaos_rng, sched)
@@ -348,9 +420,14 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
                 on_step(step)
         for req in list(sched.in_flight_requests()):
             sched.abort(req)
+        for a in allocators:
+            a.refuse = 0
         finish_checks(sched)
     except Exception as exc:  # the failure is the result; reported with dump and shrink
         error = exc
+    finally:
+        if error is None:
+            engine.close()
     c = cache.counters
     stats: dict[str, object] = {
         "steps": sched.step_no, "finished": sched.stats.finished, "aborted": sched.stats.aborted,
@@ -358,9 +435,14 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
         "requests": len(world.trace.requests),
         "load_backs": c.load_backs, "failed_transfers": c.failed_acks, "stale_acks": c.stale_acks,
         "duplicate_acks": c.duplicate_acks, "resets": c.resets, "backups": c.backups,
+        "timed_out": c.timed_out_tickets, "late_acks": c.late_acks, "lost_acks": len(sim.lost_acks) if sim is not None else 0,
+        "lost_ack_waits": sched.stats.lost_ack_waits,
+        "injected_alloc_refusals": sum(a.injected_refusals for a in allocators),
         "max_leases_on_one_node": sched.pins.max_leases_on_one_node,
         "nodes_pinned_by_two_components": sched.pins.nodes_pinned_by_two_components,
         "leases_acquired": cache.ledger.acquired, "leaked": cache.ledger.leaked,
+        "load_back_threshold": world.config.load_back_threshold,
+        "sync_write_back": world.config.sync_write_back,
     }
     result = SimResult(sc, step, error, stats, oplog=log, sched=sched)
     if error is not None:
@@ -368,6 +450,7 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
             result.dump = write_engine_dump(sched, dump_dir, error=error, seed=sc.seed, reproduce=sc.command(),
                                             more={"scenario": sc.describe()})
         shut_down(sched)
+        engine.close()
     return result
 
 

@@ -68,6 +68,14 @@ class AckLog:
             EventKind.STALE_ACK, ticket=ack.ticket, nodes=nodes, generation=ack.generation, detail=detail
         )
 
+    def late(self, ack: Ack, node_id: int) -> None:
+        """Count and record the late ack of a ticket that timed out (its quarantine ends; nothing settles)."""
+        self._counters.late_acks += 1
+        self._ledger.record(
+            EventKind.STALE_ACK, ticket=ack.ticket, nodes=(node_id,), generation=ack.generation,
+            detail=f"late: ticket timed out ({'ok' if ack.ok else 'failed'} ack ignored): quarantine released",
+        )
+
     def unmatched(self, ack: Ack) -> None:
         """An ack that names no live or quarantined ticket: stale, duplicate, or never issued (raises)."""
         tid = ack.ticket

@@ -16,7 +16,8 @@ from unicache.transfer.base import Ack, JobKind, TransferEngine
 
 class AckRouter:
     """Settles what each ack names: a load-back (with its joiners), a backup, a quarantined ticket
-    (its quarantine released), or counts it as stale or duplicate (`AckLog`)."""
+    (its quarantine released: a reset's stale ack, or the late ack of a ticket that timed out), or
+    counts it as stale or duplicate (`AckLog`)."""
 
     __slots__ = ("_engine", "_inbox", "_tickets", "_load_backs", "_backups", "_pools", "_ledger", "_acks")
 
@@ -75,10 +76,15 @@ class AckRouter:
         for op in job.copies:
             pools.pool(op.component, op.src_tier).alloc.release_quarantine(op.src)
             pools.pool(op.component, op.dst_tier).alloc.release_quarantine(op.dst)
+        kind = JobKind.BACKUP if type(qt) is BackupTicket else JobKind.LOAD_BACK
+        if qt.status is TicketStatus.TIMED_OUT:
+            self._acks.late(ack, qt.node.id)
+            qt.close()
+            out.append(Completion(tid, gen, kind, TicketStatus.TIMED_OUT, None))
+            return
         self._acks.stale(
             ack, (qt.node.id,), f"generation {gen} < epoch {self._ledger.epoch}: quarantine released"
         )
-        kind = JobKind.BACKUP if type(qt) is BackupTicket else JobKind.LOAD_BACK
         riders = [(j.id, j.generation) for j in qt.joiners or ()]
         qt.close()
         out.append(Completion(tid, gen, kind, TicketStatus.STALE, None))

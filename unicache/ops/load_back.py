@@ -20,7 +20,7 @@ from unicache.owners import LeaseOwner, OwnerKind
 from unicache.reasons import Reason, ReasonKind, ReasonLog
 from unicache.results import Completion, TicketStatus
 from unicache.ticket_table import TicketTable
-from unicache.tickets import LoadBack, LoadBackTicket, Segment, segment_parts
+from unicache.tickets import LoadBack, LoadBackTicket, Segment, TicketRecord, segment_parts
 from unicache.transfer.base import Ack, CopyOp, JobKind, Tier, TransferEngine, TransferJob
 from unicache.tree.node import Node
 from unicache.tree.pins import owned_by
@@ -188,7 +188,7 @@ class LoadBacks:
         return claim
 
 
-    def settle(self, t: LoadBack, ok: bool) -> list[LoadBack]:
+    def settle(self, t: LoadBack, ok: bool) -> list[Borrowed[TicketRecord]]:
         """Publish (or, failed, free) what `t`'s copy moved; settle `t` and every joiner of it.
 
         Returns the joiners, settled with the same outcome.

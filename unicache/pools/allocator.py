@@ -39,10 +39,16 @@ class SlotAllocator:
     touch (reference-counted, several copies may share a slot). Freeing a
     quarantined slot defers it until `release_quarantine` drops its count to
     zero. A slot is always exactly one of: free, used (possibly quarantined).
+
+    Fault injection: while `refuse` > 0 each allocation of at least one slot
+    that would succeed is refused instead (None, nothing taken), as if the
+    pool were short, and counted in `injected_refusals` (`unicache simulate
+    --faults allocfail`). Every caller already handles a short pool.
     """
 
     __slots__ = (
-        "name", "capacity", "compact", "_stack", "_top", "_used", "_quarantine", "_deferred"
+        "name", "capacity", "compact", "_stack", "_top", "_used", "_quarantine", "_deferred",
+        "refuse", "injected_refusals",
     )
 
     def __init__(self, name: str, capacity: int, *, compact: bool = False) -> None:
@@ -57,6 +63,8 @@ class SlotAllocator:
         self._used = bytearray(2 * capacity)
         self._quarantine: dict[int, int] = {}
         self._deferred: set[int] = set()
+        self.refuse = 0
+        self.injected_refusals = 0
 
     @property
     def free_count(self) -> int:
@@ -173,6 +181,10 @@ class SlotAllocator:
     def _take(self, n: int, mark: int) -> list[int] | array[int] | None:
         top = self._top
         if n > top:
+            return None
+        if self.refuse and n > 0:
+            self.refuse -= 1
+            self.injected_refusals += 1
             return None
         if n <= 0:
             if n < 0:

@@ -188,6 +188,14 @@ def _abandon(d: JSONObject) -> RenderableType:
     return Text(f"T{d['ticket']} abandoned: its leases ({_leases(d['leases'])}) settle when its copy is acked")
 
 
+@_renders("time-out")
+def _time_out(d: JSONObject) -> RenderableType:
+    joiners = _list(d["joiners"])
+    riders = f" with joiners {', '.join(f'T{j}' for j in joiners)}" if joiners else ""
+    return Text(f"T{d['ticket']} ({d['kind']}, generation {d['generation']}) timed out{riders}: leases released, "
+                f"{d['quarantined']} rows quarantined until its late ack")
+
+
 @_renders("reset")
 def _reset(d: JSONObject) -> RenderableType:
     q = _list(d["quarantine"])

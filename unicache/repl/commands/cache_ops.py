@@ -452,6 +452,26 @@ def cmd_abandon(s: Session, a: Args) -> JSONObject:
     return {"ticket": tid, "leases": leases}
 
 
+def _p_overdue(p: ReplArgumentParser) -> None:
+    p.add_argument("ticket", help="T<id> of a live ticket (load-back or backup), or one a reset quarantined")
+
+
+@command("time-out", "give up on a ticket whose ack is overdue (its rows stay quarantined until the late ack)",
+         Needs.LIVE, "cache", _p_overdue)
+def cmd_time_out(s: Session, a: Args) -> JSONObject:
+    """Time out TICKET, as a serving engine does when an ack is lost (`UniCache.time_out`).
+
+    Its leases (and those of every ticket that joined its copy) are released
+    now and it settles as timed_out; every row its copy may still touch stays
+    quarantined until its late ack ('ack T<id>' then counts a late ack). A
+    load-back this session holds settles timed_out at the next step.
+    """
+    cache = s.live("time-out")
+    out = cache.time_out(parse_ticket(a.get_str("ticket")))
+    return {"ticket": out.ticket, "generation": out.generation, "kind": out.kind.value,
+            "joiners": list(out.joiners), "quarantined": out.quarantined_slots}
+
+
 @command("reset", "drop the tree and advance the epoch (in-flight copies quarantined)", Needs.LIVE, "cache")
 def cmd_reset(s: Session, a: Args) -> JSONObject:
     """Reset the cache: every lease is revoked, the tree dropped, the ledger epoch advanced.
