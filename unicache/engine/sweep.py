@@ -10,6 +10,7 @@ terminates the workers; what finished is kept.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
@@ -28,6 +29,7 @@ from rich.table import Table
 
 from unicache.engine.interrupt import StopFlag
 from unicache.engine.simulate import Scenario, ScriptWriter, SimulateOptions, run_scenario, scenario_for, shrink
+from unicache.engine.workloads import bundled_records
 
 
 class SweepStopped(BaseException):
@@ -131,12 +133,26 @@ def run_seed(seed: int, opts: SimulateOptions, crash_dir: Path, shrink_failures:
 
 
 def _init_worker() -> None:
-    """Workers leave signals to the parent and use one torch thread each."""
+    """Workers leave signals to the parent, use one torch thread each and freeze what they start with."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     import torch
 
     torch.set_num_threads(1)
+    _freeze_startup()
+
+
+def _freeze_startup() -> None:
+    """Load what every seed shares (the bundled Mooncake records), then move everything alive to the
+    collector's permanent generation.
+
+    Each seed ends with a full ``gc.collect()`` (leaked leases are found by
+    their finalizers); with torch's and the trace's ~175k objects frozen it
+    scans only the seed's own objects: about 0.1 s less per seed.
+    """
+    bundled_records()
+    gc.collect()
+    gc.freeze()
 
 
 def default_jobs() -> int:
@@ -179,6 +195,7 @@ def _run_serial(seeds: list[int], opts: SimulateOptions, crash_dir: Path, shrink
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    _freeze_startup()
     try:
         for seed in seeds:
             if stop or not _time_left(deadline, result):
@@ -188,6 +205,7 @@ def _run_serial(seeds: list[int], opts: SimulateOptions, crash_dir: Path, shrink
             except SweepStopped:
                 return
     finally:
+        gc.unfreeze()
         torch.set_num_threads(threads)
 
 
