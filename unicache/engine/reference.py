@@ -130,15 +130,16 @@ class ReferenceModel:
         if toks.dim() != 1:
             raise ValueError(f"tokens must be 1-D, got shape {tuple(toks.shape)}")
         pos = np.arange(start, start + toks.shape[0], dtype=np.int64)
-        values = np.cumsum(self._terms(_array(toks), pos))
+        values = np.cumsum(self.token_terms_array(_array(toks), pos))
         values += carry
         return PrefixHashes(toks, torch.from_numpy(values))
 
     def token_terms(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Each token's additive term of the prefix hash (``H[i] = sum of terms[:i + 1]``)."""
-        return torch.from_numpy(self._terms(_array(tokens), _array(positions)))
+        return torch.from_numpy(self.token_terms_array(_array(tokens), _array(positions)))
 
-    def _terms(self, tokens: I64Array, positions: I64Array) -> I64Array:
+    def token_terms_array(self, tokens: I64Array, positions: I64Array) -> I64Array:
+        """:meth:`token_terms` on int64 numpy arrays (a new array)."""
         return mix32_array(mix32_array(tokens) ^ (positions * _POS & MASK32) ^ self.seed)
 
     def extend(self, prefix: PrefixHashes, more: torch.Tensor) -> PrefixHashes:

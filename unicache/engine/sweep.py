@@ -132,7 +132,7 @@ def run_seed(seed: int, opts: SimulateOptions, crash_dir: Path, shrink_failures:
     return out
 
 
-def _init_worker() -> None:
+def init_worker() -> None:
     """Workers leave signals to the parent, use one torch thread each and freeze what they start with."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -215,7 +215,7 @@ def _run_parallel(seeds: list[int], opts: SimulateOptions, crash_dir: Path, shri
     ctx = multiprocessing.get_context("spawn")
     todo = iter(seeds)
     pending: set[Future[SeedOutcome]] = set()
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker)
     try:
         while True:
             while len(pending) < 2 * jobs and not stop and _time_left(deadline, result):
