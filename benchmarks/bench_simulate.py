@@ -11,8 +11,10 @@ alternate per repeat so both see the same machine load. ``--full-every-step``
 adds this tree with the full sanity check and whole-tree oracle after every
 step (``--full-check-every 1``).
 
-Printed: per variant the executed steps (total, mean and min a seed), the
-seconds and the steps per minute, and each variant's ratio to the baseline.
+Printed: per variant the executed steps (total, mean and min a seed), the wall
+seconds and steps per wall minute, the child's CPU seconds and steps per
+CPU-minute (what one idle core would do; far less sensitive to other load on
+the machine than the wall rate), each with its ratio to the baseline.
 
     .venv/bin/python benchmarks/bench_simulate.py [--seeds 8] [--first-seed 2000] [--steps 200] [--repeats 1]
         [--baseline REV] [--full-every-step]
@@ -45,12 +47,13 @@ seeds, steps, every = json.loads(sys.argv[1])
 opts = SimulateOptions(steps=steps, full_check_every=every)
 per_seed = []
 t0 = time.perf_counter()
+c0 = time.process_time()
 for seed in seeds:
     r = run_scenario(scenario_for(seed, opts))
     if r.error is not None:
         raise SystemExit(f"seed {seed} failed: {r.error!r} ({r.scenario.command()})")
     per_seed.append(int(r.stats["steps"]))
-print(json.dumps({"seconds": time.perf_counter() - t0, "steps": per_seed}))
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "steps": per_seed}))
 """
 
 
@@ -62,10 +65,14 @@ class Variant:
     path: Path
     every: int
     seconds: float = 0.0
+    cpu: float = 0.0
     steps: list[int] = field(default_factory=list)
 
     def rate(self) -> float:
         return 60.0 * sum(self.steps) / self.seconds if self.seconds else 0.0
+
+    def cpu_rate(self) -> float:
+        return 60.0 * sum(self.steps) / self.cpu if self.cpu else 0.0
 
 
 def export_tree(rev: str, into: Path) -> Path:
@@ -89,6 +96,7 @@ def measure(variant: Variant, seeds: list[int], steps: int) -> None:
         raise SystemExit(f"{variant.label}: {proc.stderr.strip() or proc.stdout.strip()}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     variant.seconds += float(out["seconds"])
+    variant.cpu += float(out["cpu"])
     variant.steps.extend(int(s) for s in out["steps"])
 
 
@@ -117,8 +125,9 @@ def main(argv: list[str] | None = None) -> None:
           f"(1-min load average at the end: {load:.1f})")
     for v in variants:
         n = len(v.steps)
-        print(f"{v.label:36s} {sum(v.steps):7d} steps (mean {sum(v.steps) / n:6.1f}, min {min(v.steps):4d} a seed) "
-              f"{v.seconds:7.1f} s {v.rate():8.0f} steps/min  {v.rate() / base.rate():5.2f}x baseline")
+        print(f"{v.label:36s} {sum(v.steps):6d} steps (mean {sum(v.steps) / n:5.1f}, min {min(v.steps):3d} a seed) "
+              f"{v.seconds:6.1f} s {v.rate():6.0f} steps/min {v.rate() / base.rate():5.2f}x | CPU {v.cpu:6.1f} s "
+              f"{v.cpu_rate():6.0f} steps/CPU-min {v.cpu_rate() / base.cpu_rate():5.2f}x baseline")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ arithmetic, bit for bit), vectors through numpy (:func:`mix32_array`).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +51,9 @@ class ReferenceDtypeError(ValueError):
     """The storage dtype cannot hold reference values exactly."""
 
 
+_UIDS = itertools.count(1)
+
+
 def _array(x: torch.Tensor) -> I64Array:
     """An int64 numpy view of a CPU int64 tensor (a copy otherwise)."""
     if x.dtype != torch.int64 or x.device.type != "cpu":
@@ -67,8 +71,8 @@ class PrefixHashes:
 
     tokens: torch.Tensor
     values: torch.Tensor
-    rows: dict[tuple[str, ReferenceModel], torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
-    """Rows (KV, SWA KV) of every prefix, per model that computed them (treat as read-only)."""
+    rows: dict[int, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
+    """KV and SWA KV lanes side by side for every prefix, per model (its ``uid``) that computed them (read-only)."""
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -101,6 +105,9 @@ class ReferenceModel:
     _kv_np: I64Array = field(init=False, repr=False, compare=False)
     _swa_np: I64Array = field(init=False, repr=False, compare=False)
     _mamba_ints: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _both_np: I64Array = field(init=False, repr=False, compare=False)
+    uid: int = field(init=False, repr=False, compare=False)
+    """Tells this model's cached rows in a :class:`PrefixHashes` apart (never reused in a process)."""
 
     def __post_init__(self) -> None:
         bits = _EXACT_BITS.get(self.dtype)
@@ -118,6 +125,8 @@ class ReferenceModel:
         object.__setattr__(self, "_kv_np", self._kv_salts.numpy())
         object.__setattr__(self, "_swa_np", self._swa_salts.numpy())
         object.__setattr__(self, "_mamba_ints", tuple(self._mamba_salts.tolist()))
+        object.__setattr__(self, "_both_np", np.concatenate([self._kv_np, self._swa_np]))
+        object.__setattr__(self, "uid", next(_UIDS))
 
     def hashes(self, tokens: torch.Tensor, *, start: int = 0, carry: int = 0) -> PrefixHashes:
         """Prefix hashes of ``tokens`` placed at positions ``start..``, continuing ``carry``.
@@ -149,10 +158,9 @@ class ReferenceModel:
 
     def _joined(self, prefix: PrefixHashes, tokens: torch.Tensor, values: torch.Tensor) -> PrefixHashes:
         out = PrefixHashes(torch.cat([prefix.tokens, tokens]), torch.cat([prefix.values, values]))
-        for key, rows in prefix.rows.items():
-            kind, model = key
-            more = model.kv_rows(values) if kind == "kv" else model.swa_rows(values)
-            out.rows[key] = torch.cat([rows, more])
+        rows = prefix.rows.get(self.uid)
+        if rows is not None:
+            out.rows[self.uid] = torch.cat([rows, self._lanes(values, self._both_np)])
         return out
 
     def _lanes(self, h: torch.Tensor, salts: I64Array) -> torch.Tensor:
@@ -188,24 +196,22 @@ class ReferenceModel:
         """States after prefixes with the given hashes and lengths: ``(n, mamba_width)``."""
         return self._lanes(last_hashes + lengths * _MAMBA_SALT, self._mamba_salts.numpy())
 
-    def _cached(self, h: PrefixHashes, kind: str) -> torch.Tensor:
-        """``kind``'s rows of every prefix of ``h``, computed once per (``h``, model)."""
-        key = (kind, self)
-        rows = h.rows.get(key)
+    def _cached(self, h: PrefixHashes) -> torch.Tensor:
+        """KV and SWA KV lanes of every prefix of ``h`` side by side, computed once per (``h``, model)."""
+        rows = h.rows.get(self.uid)
         if rows is None:
-            rows = self.kv_rows(h.values) if kind == "kv" else self.swa_rows(h.values)
-            h.rows[key] = rows
+            rows = h.rows[self.uid] = self._lanes(h.values, self._both_np)
         return rows
 
     def kv(self, h: PrefixHashes, begin: int, end: int) -> torch.Tensor:
         """Full-attention KV of tokens ``begin..end-1``: shape ``(end - begin, kv_width)`` (read-only)."""
         self._check_range(h, begin, end)
-        return self._cached(h, "kv")[begin:end]
+        return self._cached(h)[begin:end, :self.kv_width]
 
     def swa_kv(self, h: PrefixHashes, begin: int, end: int) -> torch.Tensor:
         """Sliding-window KV of tokens ``begin..end-1``: shape ``(end - begin, swa_width)`` (read-only)."""
         self._check_range(h, begin, end)
-        return self._cached(h, "swa")[begin:end]
+        return self._cached(h)[begin:end, self.kv_width:]
 
     def mamba_state(self, h: PrefixHashes, length: int) -> torch.Tensor:
         """Recurrent state after the first ``length`` tokens: shape ``(mamba_width,)``."""

@@ -50,6 +50,7 @@ class SeedOutcome:
     error: str | None
     stats: dict[str, object]
     seconds: float
+    cpu_seconds: float = 0.0
     dump: str | None = None
     script: str | None = None
     shrunk: Scenario | None = None
@@ -64,10 +65,16 @@ class SeedOutcome:
         steps = self.stats.get("steps", 0)
         return steps if isinstance(steps, int) else 0
 
+    @property
+    def reached_step_limit(self) -> bool:
+        """The seed ran its loop up to ``--steps`` (not cut short because its workload ran out)."""
+        return self.steps >= self.scenario.steps
+
     def to_json(self) -> dict[str, object]:
         return {"seed": self.scenario.seed, "scenario": self.scenario.describe(), "ok": self.ok,
                 "error_type": self.error_type, "error": self.error, "steps": self.steps,
-                "stats": self.stats, "seconds": round(self.seconds, 3), "reproduce": self.scenario.command(),
+                "stats": self.stats, "seconds": round(self.seconds, 3),
+                "cpu_seconds": round(self.cpu_seconds, 3), "reproduce": self.scenario.command(),
                 "crash_dump": self.dump, "script": self.script,
                 "shrunk": None if self.shrunk is None else self.shrunk.command()}
 
@@ -95,13 +102,21 @@ class SweepResult:
         """Seeds x executed steps per wall minute, over every process."""
         return 60.0 * self.executed_steps / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
+    def steps_per_cpu_minute(self) -> float:
+        """Executed steps per minute of the seeds' own CPU time (one core's rate, whatever else ran)."""
+        cpu = sum(o.cpu_seconds for o in self.outcomes)
+        return 60.0 * self.executed_steps / cpu if cpu > 0 else 0.0
+
     def to_json(self) -> dict[str, object]:
         n = len(self.outcomes)
         return {"seeds_requested": self.requested, "seeds_finished": n, "failures": len(self.failures),
                 "jobs": self.jobs, "wall_seconds": round(self.wall_seconds, 3),
                 "executed_steps": self.executed_steps,
                 "mean_executed_steps": round(self.executed_steps / n, 1) if n else 0.0,
+                "min_executed_steps": min((o.executed_steps for o in self.outcomes), default=0),
+                "seeds_short_of_step_limit": sum(1 for o in self.outcomes if not o.reached_step_limit),
                 "seed_steps_per_minute": round(self.steps_per_minute(), 1),
+                "seed_steps_per_cpu_minute": round(self.steps_per_cpu_minute(), 1),
                 "interrupted": self.stopped_by is not None, "interrupted_by": self.stopped_by,
                 "out_of_time": self.out_of_time, "seeds": [o.to_json() for o in self.outcomes]}
 
@@ -119,6 +134,7 @@ def run_seed(seed: int, opts: SimulateOptions, crash_dir: Path, shrink_failures:
 
     sc = scenario_for(seed, opts)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     r = run_scenario(sc, dump_dir=crash_dir, on_step=check_stop if stop is not None else None)
     out = SeedOutcome(sc, r.steps, None if r.error is None else type(r.error).__name__,
                       None if r.error is None else str(r.error), r.stats, 0.0,
@@ -129,6 +145,7 @@ def run_seed(seed: int, opts: SimulateOptions, crash_dir: Path, shrink_failures:
         if minimal.oplog is not None and scripter is not None:
             out.script = str(scripter(minimal, crash_dir / f"unicache-sim-seed{seed}.repl"))
     out.seconds = time.perf_counter() - t0
+    out.cpu_seconds = time.process_time() - c0
     return out
 
 
@@ -282,8 +299,10 @@ def render_sweep(result: SweepResult, opts: SimulateOptions, console: Console) -
             console.print(f"  REPL script: {r.script}  (unicache repl --script {r.script})", highlight=False)
     summary = result.to_json()
     console.print(f"{summary['seeds_finished']} seed(s) in {summary['wall_seconds']} s on {result.jobs} "
-                  f"process(es): {summary['executed_steps']} executed steps (mean {summary['mean_executed_steps']} "
-                  f"a seed), {summary['seed_steps_per_minute']} seed-steps/minute", highlight=False)
+                  f"process(es): {summary['executed_steps']} executed steps (mean {summary['mean_executed_steps']}, "
+                  f"min {summary['min_executed_steps']} a seed; {summary['seeds_short_of_step_limit']} short of "
+                  f"--steps {opts.steps}), {summary['seed_steps_per_minute']} seed-steps/minute "
+                  f"({summary['seed_steps_per_cpu_minute']} per CPU-minute of the seeds)", highlight=False)
     if result.stopped_by is not None:
         console.print(f"[bold yellow]interrupted by {result.stopped_by}:[/] {len(result.outcomes)} finished "
                       f"seed(s) reported, unfinished ones dropped")
