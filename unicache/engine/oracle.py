@@ -88,16 +88,7 @@ class DataOracle:
         self.checked_tokens += length
         window = self.swa_window
         if window is not None:
-            for x in path:
-                if x.end <= length - window:
-                    continue
-                if x.dev_swa is None:
-                    raise CorruptionError(request=request, component="swa", tier="device", node_id=x.id,
-                                          position=x.start, expected="device pages", found="none",
-                                          where=f"SWA window node of prefix {length} not on device")
-                self._compare(self._rows(SWA, Tier.DEVICE, x.dev_swa), self.model.swa_kv(h, x.start, x.end),
-                              request=request, component="swa", tier="device", node_id=x.id,
-                              first_position=x.start, where=f"window tokens {x.start}..{x.end}")
+            self._verify_window(request, h, [x for x in path if x.end > length - window], length)
         if self.mamba:
             slot = node.dev_mamba
             if slot is None:
@@ -109,6 +100,34 @@ class DataOracle:
                           request=request, component="mamba", tier="device", node_id=node.id,
                           first_position=length, where=f"state after {length} tokens")
             self.checked_states += 1
+
+    def _verify_window(self, request: int, h: PrefixHashes, nodes: list[Node], length: int) -> None:
+        """The SWA window nodes at the end of a reused prefix, read and compared in one go.
+
+        The nodes are consecutive on the path, so their pages hold tokens
+        ``nodes[0].start..length``; on a mismatch they are compared one by one
+        to name the node.
+        """
+        pages: list[int] = []
+        for x in nodes:
+            if x.dev_swa is None:
+                raise CorruptionError(request=request, component="swa", tier="device", node_id=x.id,
+                                      position=x.start, expected="device pages", found="none",
+                                      where=f"SWA window node of prefix {length} not on device")
+            pages.extend(x.dev_swa)
+        if not nodes:
+            return
+        found = self._rows(SWA, Tier.DEVICE, pages)
+        if torch.equal(found, self.model.swa_kv(h, nodes[0].start, length)):
+            return
+        for x in nodes:
+            assert x.dev_swa is not None
+            self._compare(self._rows(SWA, Tier.DEVICE, x.dev_swa), self.model.swa_kv(h, x.start, x.end),
+                          request=request, component="swa", tier="device", node_id=x.id,
+                          first_position=x.start, where=f"window tokens {x.start}..{x.end}")
+        self._compare(found, self.model.swa_kv(h, nodes[0].start, length), request=request, component="swa",
+                      tier="device", node_id=nodes[-1].id, first_position=nodes[0].start,
+                      where=f"window tokens {nodes[0].start}..{length}")
 
     def verify_rows(self, request: int, component: type, pages: list[int], expected: torch.Tensor,
                     first_position: int, where: str) -> None:
