@@ -231,7 +231,7 @@ class DataOracle:
                 picked[chosen] = True
                 idx = np.flatnonzero(picked[owner])
             found = self._rows(component, tier, pages)
-            expected = rows(torch.from_numpy(values[idx]))
+            expected = rows(values[idx])
             if not torch.equal(found, expected):
                 bad = int((found != expected).any(1).nonzero()[0])
                 tok = int(idx[bad])
@@ -249,8 +249,8 @@ class DataOracle:
                     continue
                 slots = [int(getattr(nodes[i], attr)) for i in chosen]
                 found = self.cache.read_slots(Mamba, slots, tier)
-                expected = model.mamba_rows(torch.tensor([carry_out[i] for i in chosen], dtype=torch.int64),
-                                            torch.tensor([nodes[i].end for i in chosen], dtype=torch.int64))
+                expected = model.mamba_rows(np.array([carry_out[i] for i in chosen], dtype=np.int64),
+                                            np.array([nodes[i].end for i in chosen], dtype=np.int64))
                 if not torch.equal(found, expected):
                     bad = int((found != expected).any(1).nonzero()[0])
                     x = nodes[chosen[bad]]

@@ -54,11 +54,15 @@ class ReferenceDtypeError(ValueError):
 _UIDS = itertools.count(1)
 
 
-def _array(x: torch.Tensor) -> I64Array:
+def _as_array(x: torch.Tensor) -> I64Array:
     """An int64 numpy view of a CPU int64 tensor (a copy otherwise)."""
-    if x.dtype != torch.int64 or x.device.type != "cpu":
+    if x.dtype is not torch.int64 or not x.is_cpu:
         x = x.to(device="cpu", dtype=torch.int64)
     return x.numpy()
+
+
+def _np(x: torch.Tensor | I64Array) -> I64Array:
+    return x if isinstance(x, np.ndarray) else _as_array(x)
 
 
 def _salts(base: int, width: int) -> torch.Tensor:
@@ -73,6 +77,16 @@ class PrefixHashes:
     values: torch.Tensor
     rows: dict[int, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
     """KV and SWA KV lanes side by side for every prefix, per model (its ``uid``) that computed them (read-only)."""
+    _array: I64Array | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def array(self) -> I64Array:
+        """``values`` as an int64 numpy array (the same memory for CPU values; made once)."""
+        a = self._array
+        if a is None:
+            a = _as_array(self.values)
+            object.__setattr__(self, "_array", a)
+        return a
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -81,7 +95,7 @@ class PrefixHashes:
         """The hash of the prefix of ``length`` tokens (0 for the empty prefix)."""
         if length < 0 or length > len(self):
             raise IndexError(f"prefix length {length} outside 0..{len(self)}")
-        return 0 if length == 0 else int(self.values[length - 1])
+        return 0 if length == 0 else int(self.array[length - 1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +120,7 @@ class ReferenceModel:
     _swa_np: I64Array = field(init=False, repr=False, compare=False)
     _mamba_ints: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _both_np: I64Array = field(init=False, repr=False, compare=False)
+    _mamba_np: I64Array = field(init=False, repr=False, compare=False)
     uid: int = field(init=False, repr=False, compare=False)
     """Tells this model's cached rows in a :class:`PrefixHashes` apart (never reused in a process)."""
 
@@ -126,6 +141,7 @@ class ReferenceModel:
         object.__setattr__(self, "_swa_np", self._swa_salts.numpy())
         object.__setattr__(self, "_mamba_ints", tuple(self._mamba_salts.tolist()))
         object.__setattr__(self, "_both_np", np.concatenate([self._kv_np, self._swa_np]))
+        object.__setattr__(self, "_mamba_np", self._mamba_salts.numpy())
         object.__setattr__(self, "uid", next(_UIDS))
 
     def hashes(self, tokens: torch.Tensor, *, start: int = 0, carry: int = 0) -> PrefixHashes:
@@ -139,13 +155,13 @@ class ReferenceModel:
         if toks.dim() != 1:
             raise ValueError(f"tokens must be 1-D, got shape {tuple(toks.shape)}")
         pos = np.arange(start, start + toks.shape[0], dtype=np.int64)
-        values = np.cumsum(self.token_terms_array(_array(toks), pos))
+        values = np.cumsum(self.token_terms_array(_as_array(toks), pos))
         values += carry
-        return PrefixHashes(toks, torch.from_numpy(values))
+        return PrefixHashes(toks, torch.from_numpy(values), _array=values)
 
     def token_terms(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Each token's additive term of the prefix hash (``H[i] = sum of terms[:i + 1]``)."""
-        return torch.from_numpy(self.token_terms_array(_array(tokens), _array(positions)))
+        return torch.from_numpy(self.token_terms_array(_as_array(tokens), _as_array(positions)))
 
     def token_terms_array(self, tokens: I64Array, positions: I64Array) -> I64Array:
         """:meth:`token_terms` on int64 numpy arrays (a new array)."""
@@ -154,27 +170,30 @@ class ReferenceModel:
     def extend(self, prefix: PrefixHashes, more: torch.Tensor) -> PrefixHashes:
         """Hashes of ``prefix.tokens + more`` reusing the prefix's work (its cached rows included)."""
         tail = self.hashes(more, start=len(prefix), carry=prefix.last(len(prefix)))
-        return self._joined(prefix, tail.tokens, tail.values)
+        return self._joined(prefix, tail.tokens, tail.array)
 
-    def _joined(self, prefix: PrefixHashes, tokens: torch.Tensor, values: torch.Tensor) -> PrefixHashes:
-        out = PrefixHashes(torch.cat([prefix.tokens, tokens]), torch.cat([prefix.values, values]))
+    def _joined(self, prefix: PrefixHashes, tokens: torch.Tensor, values: I64Array) -> PrefixHashes:
+        joined = np.concatenate([prefix.array, values])
+        out = PrefixHashes(torch.cat([prefix.tokens, tokens]), torch.from_numpy(joined), _array=joined)
         rows = prefix.rows.get(self.uid)
         if rows is not None:
-            out.rows[self.uid] = torch.cat([rows, self._lanes(values, self._both_np)])
+            out.rows[self.uid] = torch.cat([rows, self._lanes_array(values, self._both_np)])
         return out
 
-    def _lanes(self, h: torch.Tensor, salts: I64Array) -> torch.Tensor:
-        a = _array(h)
+    def _lanes(self, h: torch.Tensor | I64Array, salts: I64Array) -> torch.Tensor:
+        return self._lanes_array(_np(h), salts)
+
+    def _lanes_array(self, a: I64Array, salts: I64Array) -> torch.Tensor:
         folded = a ^ (a >> 32)
         lanes = mix32_array(folded[..., np.newaxis] ^ salts)
         lanes &= self._mask
         return torch.from_numpy(lanes).to(self.dtype)
 
-    def kv_rows(self, values: torch.Tensor) -> torch.Tensor:
+    def kv_rows(self, values: torch.Tensor | I64Array) -> torch.Tensor:
         """Full-attention KV rows for the given prefix hashes: shape ``(n, kv_width)``."""
         return self._lanes(values, self._kv_np)
 
-    def swa_rows(self, values: torch.Tensor) -> torch.Tensor:
+    def swa_rows(self, values: torch.Tensor | I64Array) -> torch.Tensor:
         """Sliding-window KV rows for the given prefix hashes: shape ``(n, swa_width)``."""
         return self._lanes(values, self._swa_np)
 
@@ -192,15 +211,16 @@ class ReferenceModel:
         return torch.tensor([mix32_int(folded ^ s) & mask for s in self._mamba_ints], dtype=torch.int64).to(
             self.dtype)
 
-    def mamba_rows(self, last_hashes: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def mamba_rows(self, last_hashes: torch.Tensor | I64Array, lengths: torch.Tensor | I64Array) -> torch.Tensor:
         """States after prefixes with the given hashes and lengths: ``(n, mamba_width)``."""
-        return self._lanes(last_hashes + lengths * _MAMBA_SALT, self._mamba_salts.numpy())
+        h, n = _np(last_hashes), _np(lengths)
+        return self._lanes_array(h + n * _MAMBA_SALT, self._mamba_np)
 
     def _cached(self, h: PrefixHashes) -> torch.Tensor:
         """KV and SWA KV lanes of every prefix of ``h`` side by side, computed once per (``h``, model)."""
         rows = h.rows.get(self.uid)
         if rows is None:
-            rows = h.rows[self.uid] = self._lanes(h.values, self._both_np)
+            rows = h.rows[self.uid] = self._lanes_array(h.array, self._both_np)
         return rows
 
     def kv(self, h: PrefixHashes, begin: int, end: int) -> torch.Tensor:
@@ -235,7 +255,7 @@ class ReferenceModel:
             values.append(carry)
         if not count:
             return h
-        return self._joined(h, torch.tensor(out, dtype=torch.int64), torch.tensor(values, dtype=torch.int64))
+        return self._joined(h, torch.tensor(out, dtype=torch.int64), np.array(values, dtype=np.int64))
 
     @staticmethod
     def _check_range(h: PrefixHashes, begin: int, end: int) -> None:
