@@ -7,7 +7,7 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from leases.borrow import Borrowed
@@ -455,17 +455,22 @@ class LeaseLedger:
 
     def ticket_events(self, ticket: int) -> list[LeaseEvent]:
         """The ring's events that name `ticket`, newest first (filtered before they are built)."""
+        return list(self.iter_ticket_events(ticket))
+
+    def iter_ticket_events(self, ticket: int) -> Iterator[LeaseEvent]:
+        """`ticket_events` lazily: the ring is scanned newest first only as far as the caller reads.
+
+        Do not record events while iterating (the ring is a deque).
+        """
         log = self._log
         if log is None:
-            return []
-        return [
-            LeaseEvent(seq, step, kind, lease_id,
-                       component if component is None or isinstance(component, str)
-                       else component.__name__,
-                       owner, generation, _holders(nodes), tid, detail)
-            for (seq, step, kind, lease_id, component, owner, generation, nodes, tid, detail)
-            in [r for r in reversed(log) if r[8] == ticket]
-        ]
+            return
+        for (seq, step, kind, lease_id, component, owner, generation, nodes, tid, detail) in reversed(log):
+            if tid == ticket:
+                yield LeaseEvent(seq, step, kind, lease_id,
+                                 component if component is None or isinstance(component, str)
+                                 else component.__name__,
+                                 owner, generation, _holders(nodes), tid, detail)
 
     def counters(self) -> dict[str, int]:
         """Every counter, by name."""

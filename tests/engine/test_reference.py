@@ -80,3 +80,34 @@ def test_rejects_bad_widths_ranges_and_dtypes() -> None:
         h.last(3)
     with pytest.raises(ValueError):
         m.decode(h, -1, vocab=10)
+
+
+def test_vector_paths_match_the_scalar_definition() -> None:
+    """KV rows, Mamba states (single and batched) and decoded hashes equal the plain-int formulas."""
+    m = ReferenceModel(kv_width=3, mamba_width=4, seed=11)
+    tokens = [5, 2**31 + 7, 0, 40, 123456789]
+    h = m.hashes(toks(*tokens), start=3, carry=2**35 + 1)
+    carry = 2**35 + 1
+    for i, t in enumerate(tokens):
+        carry += mix32_int(mix32_int(t) ^ ((3 + i) * 0x2C1B3C6D & 0xFFFFFFFF) ^ 11)
+        assert int(h.values[i]) == carry
+    salts = [mix32_int(i + (0x1B873593 ^ mix32_int(11))) for i in range(3)]
+    for i, v in enumerate(h.values.tolist()):
+        folded = v ^ (v >> 32)
+        assert m.kv(h, i, i + 1)[0].tolist() == [mix32_int(folded ^ s) & (2**31 - 1) for s in salts]
+    lengths = torch.arange(1, 6) * 1000
+    batched = m.mamba_rows(h.values, lengths)
+    for i in range(5):
+        assert torch.equal(m.mamba_at(int(h.values[i]), int(lengths[i])), batched[i])
+
+
+def test_extend_and_decode_carry_cached_rows() -> None:
+    m = ReferenceModel(seed=2)
+    prefix = m.hashes(toks(*range(1, 30)))
+    m.kv(prefix, 0, 1)
+    m.swa_kv(prefix, 0, 1)
+    for h in (m.extend(prefix, toks(8, 9, 10)), m.decode(prefix, 7, vocab=40)):
+        fresh = m.hashes(h.tokens)
+        assert list(h.rows) == [m.uid] and not fresh.rows
+        assert torch.equal(m.kv(h, 0, len(h)), m.kv(fresh, 0, len(fresh)))
+        assert torch.equal(m.swa_kv(h, 0, len(h)), m.swa_kv(fresh, 0, len(fresh)))

@@ -123,11 +123,23 @@ def test_parallel_sweep_is_the_serial_sweep(tmp_path: Path) -> None:
     summary = parallel.to_json()
     assert summary["seeds_finished"] == 4 and summary["jobs"] == 2
     assert isinstance(summary["seed_steps_per_minute"], float) and summary["seed_steps_per_minute"] > 0
+    assert isinstance(summary["seed_steps_per_cpu_minute"], float) and summary["seed_steps_per_cpu_minute"] > 0
+    assert summary["seeds_short_of_step_limit"] == 0 and summary["min_executed_steps"] == min(
+        o.executed_steps for o in parallel.outcomes) >= 20
+    assert all(o.cpu_seconds > 0 for o in parallel.outcomes)
 
 
 def test_wall_time_budget_starts_no_more_seeds(tmp_path: Path) -> None:
     result = run_sweep(list(range(1000)), SimulateOptions(steps=5), crash_dir=tmp_path, jobs=1, minutes=1e-9)
     assert result.out_of_time and result.outcomes == [] and result.requested == 1000
+
+
+def test_wall_time_budget_with_worker_processes(tmp_path: Path) -> None:
+    """With ``jobs=2`` the budget stops new submissions; seeds already queued (at most 2 a worker) finish."""
+    result = run_sweep(list(range(1000)), SimulateOptions(steps=30), crash_dir=tmp_path, jobs=2, minutes=0.01)
+    assert result.out_of_time and result.stopped_by is None
+    assert 1 <= len(result.outcomes) <= 4 + 2 * 2 and not result.failures
+    assert all(o.reached_step_limit for o in result.outcomes)
 
 
 @pytest.mark.parametrize("workload", ["multiturn", "mooncake"])

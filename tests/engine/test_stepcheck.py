@@ -36,14 +36,19 @@ def test_step_checks_catch_what_full_checks_catch(inject: str, seed: int) -> Non
     assert step.steps <= full.steps + 16, (step.steps, full.steps)
 
 
-@pytest.mark.expect_lease_leaks()
-@pytest.mark.parametrize("seed", [0, 2001])
+@pytest.mark.parametrize("seed", [
+    pytest.param(0, marks=pytest.mark.expect_lease_leaks()),  # a dropped lock receipt: its leases leak
+    2001,  # a dropped load-back ticket: the cache still holds the ticket, its ack settles it
+])
 def test_step_checks_catch_a_dropped_lock_or_ticket(seed: int) -> None:
     full = run_scenario(scenario_for(seed, SimulateOptions(steps=40, inject="leak", full_check_every=1)))
     step = run_scenario(scenario_for(seed, SimulateOptions(steps=40, inject="leak", full_check_every=10_000)))
     assert full.error is not None and step.error is not None
     assert step.sched is not None and step.sched.stats.sanity_checks == 0
-    assert "leak" in str(step.error)
+    # A dropped receipt leaks its leases; a dropped load-back ticket is still the cache's (its ack settles
+    # it), so what is caught there is the request it strands: in no queue, neither finished nor aborted.
+    message = str(step.error)
+    assert "leak" in message or "dropped lock or load-back ticket" in message, message
 
 
 def test_step_checks_pass_clean_seeds_and_count_their_runs() -> None:

@@ -9,6 +9,7 @@ slot the tree has published, on both tiers. A mismatch raises
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from unicache.cache import UniCache
@@ -89,17 +90,7 @@ class DataOracle:
         self.checked_tokens += length
         window = self.swa_window
         if window is not None:
-            for x in path:
-                if x.end <= length - window:
-                    continue
-                sdev = comps.swa.device_slots(x)
-                if sdev is None:
-                    raise CorruptionError(request=request, component="swa", tier="device", node_id=x.id,
-                                          position=x.start, expected="device pages", found="none",
-                                          where=f"SWA window node of prefix {length} not on device")
-                self._compare(self._rows(SWA, Tier.DEVICE, sdev), self.model.swa_kv(h, x.start, x.end),
-                              request=request, component="swa", tier="device", node_id=x.id,
-                              first_position=x.start, where=f"window tokens {x.start}..{x.end}")
+            self._verify_window(request, h, [x for x in path if x.end > length - window], length)
         if self.mamba:
             slot = comps.mamba.device_state(node)
             if slot is None:
@@ -111,6 +102,37 @@ class DataOracle:
                           request=request, component="mamba", tier="device", node_id=node.id,
                           first_position=length, where=f"state after {length} tokens")
             self.checked_states += 1
+
+    def _verify_window(self, request: int, h: PrefixHashes, nodes: list[Node], length: int) -> None:
+        """The SWA window nodes at the end of a reused prefix, read and compared in one go.
+
+        The nodes are consecutive on the path, so their pages hold tokens
+        ``nodes[0].start..length``; on a mismatch they are compared one by one
+        to name the node.
+        """
+        swa = self.cache.components.swa
+        pages: list[int] = []
+        for x in nodes:
+            sdev = swa.device_slots(x)
+            if sdev is None:
+                raise CorruptionError(request=request, component="swa", tier="device", node_id=x.id,
+                                      position=x.start, expected="device pages", found="none",
+                                      where=f"SWA window node of prefix {length} not on device")
+            pages.extend(sdev)
+        if not nodes:
+            return
+        found = self._rows(SWA, Tier.DEVICE, pages)
+        if torch.equal(found, self.model.swa_kv(h, nodes[0].start, length)):
+            return
+        for x in nodes:
+            sdev = swa.device_slots(x)
+            assert sdev is not None
+            self._compare(self._rows(SWA, Tier.DEVICE, sdev), self.model.swa_kv(h, x.start, x.end),
+                          request=request, component="swa", tier="device", node_id=x.id,
+                          first_position=x.start, where=f"window tokens {x.start}..{x.end}")
+        self._compare(found, self.model.swa_kv(h, nodes[0].start, length), request=request, component="swa",
+                      tier="device", node_id=nodes[-1].id, first_position=nodes[0].start,
+                      where=f"window tokens {nodes[0].start}..{length}")
 
     def verify_rows(self, request: int, component: type, pages: list[int], expected: torch.Tensor,
                     first_position: int, where: str) -> None:
@@ -164,31 +186,36 @@ class DataOracle:
         return len(nodes) if wanted is None else len(wanted)
 
     def _verify_chunk(self, nodes: list[Node], wanted: set[int] | None, carry: dict[int, int]) -> None:
-        """Check ``nodes`` (parents before children); ``carry`` maps node id -> prefix hash at its end."""
+        """Check ``nodes`` (parents before children); ``carry`` maps node id -> prefix hash at its end.
+
+        The index arithmetic runs on numpy views (the same int64 values, a
+        fraction of torch's per-call cost on these small arrays); rows are
+        compared as torch tensors.
+        """
         model = self.model
-        lengths = [x.end - x.start for x in nodes]
-        offsets = [0] * (len(nodes) + 1)
-        for i, n in enumerate(lengths):
-            offsets[i + 1] = offsets[i] + n
-        tokens = torch.frombuffer(bytearray(b"".join(x.kb for x in nodes)), dtype=torch.int64)
-        owner = torch.repeat_interleave(torch.arange(len(nodes)), torch.tensor(lengths))
-        first = torch.tensor(offsets[:-1], dtype=torch.int64)
-        starts = torch.tensor([x.start for x in nodes], dtype=torch.int64)
-        positions = torch.arange(tokens.shape[0], dtype=torch.int64) - first[owner] + starts[owner]
-        cum = torch.cumsum(model.token_terms(tokens, positions), 0)
+        n = len(nodes)
+        lengths = np.fromiter((x.end - x.start for x in nodes), dtype=np.int64, count=n)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        first = offsets[:-1]
+        tokens = np.frombuffer(b"".join(x.kb for x in nodes), dtype=np.int64)
+        owner = np.repeat(np.arange(n), lengths)
+        starts = np.fromiter((x.start for x in nodes), dtype=np.int64, count=n)
+        positions = np.arange(tokens.shape[0], dtype=np.int64) + (starts - first)[owner]
+        before = np.zeros(tokens.shape[0] + 1, dtype=np.int64)
+        np.cumsum(model.token_terms_array(tokens, positions), out=before[1:])
         del positions
-        before = torch.cat([torch.zeros(1, dtype=torch.int64), cum])
-        node_sum = (before[torch.tensor(offsets[1:])] - before[first]).tolist()
-        carry_in = [0] * len(nodes)
-        carry_out = [0] * len(nodes)
+        node_sum = (before[offsets[1:]] - before[first]).tolist()
+        carry_in = [0] * n
+        carry_out = [0] * n
         for i, x in enumerate(nodes):
             parent = x.parent
             assert parent is not None
             carry_in[i] = carry.get(parent.id, 0)
             carry_out[i] = carry_in[i] + int(node_sum[i])
             carry[x.id] = carry_out[i]
-        values = cum - before[first][owner] + torch.tensor(carry_in, dtype=torch.int64)[owner]
-        del cum, before
+        values = before[1:] + (np.array(carry_in, dtype=np.int64) - before[first])[owner]
+        del before
         comps = self.cache.components
         for store, tier, rows in (
             (comps.full, Tier.DEVICE, model.kv_rows), (comps.full, Tier.HOST, model.kv_rows),
@@ -207,7 +234,12 @@ class DataOracle:
                 got = read(nodes[i])
                 assert got is not None
                 pages.extend(got)
-            idx = torch.cat([torch.arange(offsets[i], offsets[i + 1]) for i in chosen])
+            if len(chosen) == n:
+                idx = np.arange(tokens.shape[0])
+            else:
+                picked = np.zeros(n, dtype=np.bool_)
+                picked[chosen] = True
+                idx = np.flatnonzero(picked[owner])
             found = self._rows(component, tier, pages)
             expected = rows(values[idx])
             if not torch.equal(found, expected):
@@ -215,7 +247,7 @@ class DataOracle:
                 tok = int(idx[bad])
                 x = nodes[int(owner[tok])]
                 raise CorruptionError(request=None, component=component.__name__.lower(), tier=tier.value,
-                                      node_id=x.id, position=x.start + tok - offsets[int(owner[tok])],
+                                      node_id=x.id, position=x.start + tok - int(offsets[int(owner[tok])]),
                                       expected=expected[bad].tolist(), found=found[bad].tolist(),
                                       where=f"tokens {x.start}..{x.end}")
             del found, expected, idx
@@ -229,8 +261,8 @@ class DataOracle:
                     continue
                 slots = [int(state(nodes[i]) or 0) for i in chosen]
                 found = self.cache.read_slots(Mamba, slots, tier)
-                expected = model.mamba_rows(torch.tensor([carry_out[i] for i in chosen], dtype=torch.int64),
-                                            torch.tensor([nodes[i].end for i in chosen], dtype=torch.int64))
+                expected = model.mamba_rows(np.array([carry_out[i] for i in chosen], dtype=np.int64),
+                                            np.array([nodes[i].end for i in chosen], dtype=np.int64))
                 if not torch.equal(found, expected):
                     bad = int((found != expected).any(1).nonzero()[0])
                     x = nodes[chosen[bad]]

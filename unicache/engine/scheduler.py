@@ -37,7 +37,7 @@ from unicache.markers import SWA, Full, Mamba
 from unicache.engine.acktimer import AckTimer, lost_for_good
 from unicache.engine.config import EngineConfig
 from unicache.engine.datapath import DataPath
-from unicache.engine.errors import EngineError
+from unicache.engine.errors import EngineError, InvariantError
 from unicache.engine.holdings import Holdings
 from unicache.engine.liveness import check_not_stuck, drained, never_acked
 from unicache.engine.observer import SchedulerObserver
@@ -97,6 +97,7 @@ class Scheduler:
         self.holdings = Holdings()
         self._ack_timer = AckTimer(self.config.ack_timeout)
         self._allocators = [p.alloc for p in cache.pools.pools()]
+        self._open: set[int] = set()
 
     def observe(self, observer: SchedulerObserver) -> None:
         """Tell ``observer`` about every cache operation from now on."""
@@ -160,8 +161,18 @@ class Scheduler:
         self.oracle.verify_tree()
 
     def check_ownership(self) -> None:
-        """Every live lease is owned by a ticket or receipt someone holds; request slots match the cache's."""
-        check_ownership(self.cache, self.in_flight_requests(), self.holdings, self.step_no)
+        """Every live lease is owned by a ticket or receipt someone holds; request slots match the cache's;
+        every admitted request is finished, aborted or in exactly one queue (none lost with a dropped handle).
+        """
+        in_flight = self.in_flight_requests()
+        check_ownership(self.cache, in_flight, self.holdings, self.step_no)
+        rids = [r.rid for r in in_flight]
+        if len(rids) != len(self._open) or self._open.difference(rids):
+            lost = sorted(self._open.difference(rids))
+            twice = sorted({rid for rid in rids if rids.count(rid) > 1})
+            raise InvariantError(self.step_no, f"admitted requests {lost[:8]} are in no queue and neither "
+                                               f"finished nor aborted (a dropped lock or load-back ticket?)"
+                                 if lost else f"requests {twice[:8]} are in two queues at once")
 
     def _new_request(self, src: TraceRequest) -> Request:
         h = self.model.hashes(src.token_tensor()) if self._data else None
@@ -215,7 +226,9 @@ class Scheduler:
                 if not self.waiting:
                     if not self._pending:
                         return
-                    self.waiting.append(self._new_request(self._pending.popleft()))
+                    req = self._new_request(self._pending.popleft())
+                    self.waiting.append(req)
+                    self._open.add(req.rid)
                     self.stats.admitted += 1
                 if self.active >= max_running:
                     return
@@ -446,6 +459,7 @@ class Scheduler:
             cache.free_device(Mamba, [slot])
         self._release(req)
         req.phase = Phase.DONE
+        self._open.discard(req.rid)
         self.stats.finished += 1
 
     def _release(self, req: Request) -> None:
@@ -482,6 +496,7 @@ class Scheduler:
         elif req in self.waiting:
             self.waiting.remove(req)
         req.phase = Phase.ABORTED
+        self._open.discard(req.rid)
         self.stats.aborted += 1
 
     def drain(self, max_steps: int = 10_000) -> None:

@@ -20,8 +20,9 @@ every ``scrub_every`` steps.
 Every run also checks, in O(pools + leases acquired since): every pool's
 ``used + free == capacity`` and ``used == slots the tree holds + in-flight
 destinations + request-owned + awaiting quarantine`` (a slot owned twice or
-freed under the tree breaks it), and every lease acquired since the last run
-sits only in pin sets of live nodes that hold them.
+freed under the tree breaks it), every live lease sits in each pin set it
+lists, and every lease acquired since the last run sits only in pin sets of
+live nodes that hold them.
 
 The full sanity check and whole-tree oracle still run every K steps and at
 the end of a run; tests/engine/test_stepcheck.py shows the step check alone
@@ -206,15 +207,28 @@ class StepCheck:
                                                f"from its {comp.__name__} pin set")
 
     def _check_new_leases(self, step: int) -> None:
+        """Every live lease sits in each pin set it lists; those acquired since the last run only on live nodes.
+
+        The membership half covers every live lease (there are few: the
+        requests' locks and tickets): a lease dropped from the pin set of a
+        node created this step has no earlier fingerprint to be missed from.
+        """
         ledger = self.cache.ledger
         mark = self._lease_mark
         top = mark
         for lease in ledger.live():
             lid = lease.id
-            if lid <= mark:
-                continue
-            top = max(top, lid)
+            fresh = lid > mark
+            if fresh:
+                top = max(top, lid)
             for s in lease.pin_sets():
+                if lease not in s:
+                    x = s.holder
+                    where = f"node {x.id}" if type(x) is Node else repr(x)
+                    raise InvariantError(step, f"{where}: live lease {lid} lists its "
+                                               f"{s.component.__name__} pin set but is missing from it")
+                if not fresh:
+                    continue
                 x = s.holder
                 if type(x) is not Node or not x.alive:
                     raise InvariantError(step, f"lease {lid} pins {x!r}, not a live node")

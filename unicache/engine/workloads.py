@@ -47,18 +47,18 @@ def bundled_records() -> tuple[MooncakeRecord, ...]:
 
 
 def multiturn_workload(rng: random.Random, seed: int, page_size: int) -> Trace:
-    """A synthetic multi-turn chat of 200..320 sessions on a 40-token vocabulary."""
+    """A synthetic multi-turn chat of 500..800 sessions on a 40-token vocabulary."""
     ps = page_size
-    spec = MultiTurnSpec(sessions=rng.randint(200, 320), turns=rng.randint(3, 5), system_prompts=rng.randint(1, 3),
+    spec = MultiTurnSpec(sessions=rng.randint(500, 800), turns=rng.randint(3, 5), system_prompts=rng.randint(1, 3),
                          system_len=(8 * ps, 24 * ps), turn_len=(2 * ps, 10 * ps), active=rng.randint(3, 6),
                          page_size=ps, vocab=40, output_tokens=rng.choice((0, 2, 5)))
     return generate_multiturn(seed, spec)
 
 
 def mooncake_workload(rng: random.Random, seed: int, page_size: int) -> Trace:
-    """A mutated window of 1000..2000 bundled Mooncake requests, ``page_size`` x 1..2 tokens a block."""
+    """A mutated window of 2000..4000 bundled Mooncake requests, ``page_size`` x 1..2 tokens a block."""
     records = bundled_records()
-    count = rng.randint(1000, 2000)
+    count = rng.randint(2000, 4000)
     start = rng.randrange(0, len(records) - count)
     tpb = page_size * rng.choice((1, 2))
     salt = (seed * _MIX + 1) & _ID_MASK

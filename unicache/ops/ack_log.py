@@ -105,7 +105,7 @@ class AckLog:
 
         Only duplicate and stale acks look here: the ticket left the table when it settled.
         """
-        for e in self._ledger.ticket_events(tid):
+        for e in self._ledger.iter_ticket_events(tid):
             if e.kind in _SETTLING and e.nodes:
                 return tuple(n for n in e.nodes if isinstance(n, int))
         return ()

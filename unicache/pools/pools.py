@@ -98,6 +98,8 @@ class PoolSet:
     def _index(self, slots: Sequence[int], device: torch.device) -> torch.Tensor:
         if isinstance(slots, array) and slots:
             return torch.frombuffer(slots, dtype=torch.int32).to(device, torch.long)
+        if slots and type(slots) is list:
+            return torch.frombuffer(array("q", slots), dtype=torch.long).to(device)
         return torch.tensor(slots, dtype=torch.long, device=device)
 
     def copy(self, op: CopyOp) -> None:
