@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from leases import PinSet
+from mypy_extensions import mypyc_attr
 
 from unicache.components.store import ComponentStore
 from unicache.pools.allocator import SlotAllocator
@@ -15,6 +16,7 @@ from unicache.tree.node import Node
 C = TypeVar("C")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PagedStore(ComponentStore, Generic[C]):
     """Pages per node on device (`list`) and host (compact `array("i")`), and a pin set per node.
 

@@ -13,6 +13,10 @@ eviction of a component's state, sanity checks); the operations that
 differ per component (Full's prefix-closed chain, SWA's window, Mamba's
 single state) call the store they need.
 
+Compiled (the optional mypyc build), the class still admits interpreted
+subclasses (`allow_interpreted_subclasses`), so a store defined outside
+the compiled set works in both builds.
+
 To add a component: a marker class (`unicache/markers.py`), a store
 subclass in its own module implementing the abstract methods below (a
 paged component subclasses `PagedStore`), and one entry in
@@ -26,12 +30,14 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from leases import PinSet
+from mypy_extensions import mypyc_attr
 
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.lru import LazyLRU
 from unicache.tree.node import Node
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ComponentStore(abc.ABC):
     """One component of one cache: allocators, eviction heaps, lent slots, per-node columns."""
 

@@ -87,7 +87,7 @@ class SlotAllocator:
 
     def alloc_lent(self, n: int) -> list[int] | None:
         """Like `alloc`, the slots marked as lent to a request (`adopt`, `free_lent`)."""
-        if n == 1 and self._top:
+        if n == 1 and self._top and not self.refuse:
             top = self._top - 1
             x = self._stack[top]
             self._top = top
