@@ -75,3 +75,14 @@ def test_seeds_once_stuck_under_write_through_quarantine_now_pass(
     result = run_scenario(sc)
     assert result.error is None, f"{sc.command()}: {result.error!r}"
     assert result.steps == steps
+
+
+def test_requests_that_start_and_finish_within_a_step_are_progress() -> None:
+    """Seed 3902 (async write-back): from step 106 two short requests start and finish every step, so
+    nothing is running between steps and no ack comes; counting those steps as idle made the request at
+    step 134, which waits on the backups its own eviction started, look stuck past the liveness bound."""
+    sc = scenario_for(3902, SimulateOptions(steps=140))
+    assert sc.sync_write_back is False and sc.write_policy == "write_back"
+    result = run_scenario(sc)
+    assert result.error is None, f"{sc.command()}: {result.error!r}"
+    assert result.steps == 140

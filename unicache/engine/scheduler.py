@@ -12,7 +12,9 @@ request that cannot get device memory waits at the head of the queue (the
 order of the trace is kept); if nothing at all can make progress the loop
 raises :class:`SchedulerStuckError` (:mod:`unicache.engine.liveness`: waiting
 on acks that will come, quarantined copies of a reset included, is not stuck;
-``idle_steps`` counts steps with no ack and nothing running, for the bound).
+``idle_steps`` counts steps with no ack, nothing running and no request
+finished, for the bound: a request short enough to start and finish within
+one step is progress too).
 A ticket whose ack has not come ``ack_timeout`` steps after the loop first saw
 it is timed out (``UniCache.time_out``): its request recomputes what the
 load-back would have brought, and its rows stay quarantined until the late ack.
@@ -78,6 +80,7 @@ class Scheduler:
         self.stats = EngineStats()
         self.step_no = 0
         self.idle_steps = 0
+        self._finished_seen = 0
         self.data = DataPath(cache, model, self.oracle, self.config, self.stats)
         self.observers: list[SchedulerObserver] = [PinObserver(self.pins, cache)]
         self._ps = cache.config.page_size
@@ -125,7 +128,10 @@ class Scheduler:
         if self._ticking is not None:
             self._ticking.tick()
         acked = cache.poll()
-        self.idle_steps = 0 if acked or self.running else self.idle_steps + 1
+        finished = self.stats.finished
+        progressed = acked or self.running or finished != self._finished_seen
+        self._finished_seen = finished
+        self.idle_steps = 0 if progressed else self.idle_steps + 1
         self._time_out_overdue()
         self._collect_load_backs()
         self._admit()
