@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.unicache.support import SEQ, Driver, ManualEngine, chain
-from unicache import CacheConfig, Full, UniCache
+from tests.unicache.support import SEQ, Driver, ManualEngine, chain, host_only_node
+from unicache import CacheConfig, UniCache
 from unicache.engine.acktimer import AckTimer, lost_for_good
 
 
@@ -15,10 +15,7 @@ def _cache() -> tuple[UniCache, Driver]:
 
 def test_overdue_counts_from_first_sight_and_skips_joiners() -> None:
     cache, d = _cache()
-    (a,) = chain(cache, d, SEQ[:8], [8])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 8)
+    a = host_only_node(cache, d, 8)
     t1 = cache.load_back(a)
     t2 = cache.load_back(a)
     assert t1 is not None and t2 is not None and t2.joined == t1.id

@@ -143,6 +143,16 @@ def chain(cache: UniCache, driver: Driver, tokens: Sequence[int], cuts: Sequence
     return path
 
 
+def host_only_node(cache: UniCache, driver: Driver, n: int) -> Node:
+    """One node holding the first `n` tokens of `SEQ`, backed up and then evicted from device: ready to
+    load back."""
+    (a,) = chain(cache, driver, SEQ[:n], [n])
+    cache.backup(a)
+    driver.settle()
+    cache.evict_device(Full, n)
+    return a
+
+
 class Residency:
     """One node's per-component state, read through its cache's component stores.
 

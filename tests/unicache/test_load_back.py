@@ -5,17 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain, dev_full_of, residency
+from tests.unicache.support import SEQ, chain, dev_full_of, host_only_node, residency
 from unicache import SWA, Full, Mamba, TicketStatus, UniCache
 from unicache.transfer.base import Ack, CopyOp, Tier
 
 
 def test_load_back_refused_when_device_is_pinned_full(make_cache: MakeCache) -> None:
     cache, d = make_cache(device_tokens=8)
-    (a,) = chain(cache, d, SEQ[:4], [4])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 4)
+    a = host_only_node(cache, d, 4)
     assert d.serve([1, 2, 3, 4]) is not None
     other = cache.match_prefix([1, 2, 3, 4]).device_node
     r = cache.lock(other)
@@ -54,10 +51,7 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
     make_cache: MakeCache, ok: bool
 ) -> None:
     cache, d = make_cache(swa_window=4, mamba=True)
-    (a,) = chain(cache, d, SEQ[:8], [8])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 8)
+    a = host_only_node(cache, d, 8)
     host = residency(a).full_host
     assert residency(a).full_device is None and host is not None
     pages = len(host)
@@ -103,10 +97,7 @@ def test_three_concurrent_load_backs_of_one_node_move_its_bytes_once(
 
 def test_a_join_after_reset_is_settled_by_the_stale_ack(make_cache: MakeCache) -> None:
     cache, d = make_cache(mamba=True)
-    (a,) = chain(cache, d, SEQ[:4], [4])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 4)
+    a = host_only_node(cache, d, 4)
     t1 = cache.load_back(a)
     t2 = cache.load_back(a)
     assert t1 is not None and t2 is not None and d.engine.held() == [t1.id]

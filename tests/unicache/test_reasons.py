@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from leases import EventKind
 from tests.unicache.conftest import MakeCache
-from tests.unicache.support import SEQ, chain, residency
+from tests.unicache.support import SEQ, chain, host_only_node, residency
 from unicache import SWA, Full, Mamba, UniCache
 from unicache.reasons import Reason, ReasonKind
 
@@ -71,10 +71,7 @@ def test_load_back_without_swa_window_names_the_nodes_missing_swa(make_cache: Ma
 
 def test_load_back_without_device_room_names_the_component_that_failed(make_cache: MakeCache) -> None:
     cache, d = make_cache(device_tokens=8)
-    (a,) = chain(cache, d, SEQ[:4], [4])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 4)
+    a = host_only_node(cache, d, 4)
     mine = cache.alloc_device(Full, 6)
     assert mine is not None
     refused = cache.load_back(a)

@@ -9,7 +9,7 @@ import pytest
 from leases import WrongThreadError
 from tests.unicache.conftest import MakeCache
 from tests.unicache.snapshot import CacheSnapshot
-from tests.unicache.support import SEQ, chain, dev_full_of, host_full_of
+from tests.unicache.support import SEQ, chain, dev_full_of, host_full_of, host_only_node
 from unicache import (
     Full,
     InvalidArgumentError,
@@ -23,10 +23,7 @@ from unicache.transfer.base import Ack
 
 def test_a_timed_out_load_back_releases_its_leases_and_quarantines_its_rows(make_cache: MakeCache) -> None:
     cache, d = make_cache(swa_window=4, mamba=True)
-    (a,) = chain(cache, d, SEQ[:8], [8])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 8)
+    a = host_only_node(cache, d, 8)
     t1 = cache.load_back(a)
     t2 = cache.load_back(a)
     assert t1 is not None and t2 is not None and t2.joined == t1.id
@@ -95,10 +92,7 @@ def test_an_ack_that_never_comes_leaves_the_rows_quarantined_and_counted(make_ca
 
 def test_reset_with_timed_out_tickets_keeps_their_quarantine_until_the_late_ack(make_cache: MakeCache) -> None:
     cache, d = make_cache(mamba=True)
-    (a,) = chain(cache, d, SEQ[:8], [8])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 8)
+    a = host_only_node(cache, d, 8)
     t = cache.load_back(a)
     assert t is not None
     tid = t.id
@@ -116,10 +110,7 @@ def test_reset_with_timed_out_tickets_keeps_their_quarantine_until_the_late_ack(
 
 def test_time_out_refuses_bad_ids_and_changes_nothing(make_cache: MakeCache) -> None:
     cache, d = make_cache()
-    (a,) = chain(cache, d, SEQ[:8], [8])
-    cache.backup(a)
-    d.settle()
-    cache.evict_device(Full, 8)
+    a = host_only_node(cache, d, 8)
     t1 = cache.load_back(a)
     t2 = cache.load_back(a)
     assert t1 is not None and t2 is not None
