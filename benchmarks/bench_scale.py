@@ -29,11 +29,12 @@ calls (gc off, `time.process_time_ns`, the median per call):
                 `--samples` calls each, interleaved in a seeded random order on the same tree:
                 `evict` as is (cold: the real cost; the victim is by definition the node
                 untouched longest), and `evict (warm)`, where just before the timed call
-                (untimed) a read-only walk finds the entries the pass will pop and the
-                victim, and reads them, the heap paths its pop and pushes sift along, the
-                victim's parent and grandparent, their page rows and allocator bytes, so
-                that the same algorithm runs on cache-resident data (the walk's victim is
-                checked against the one evicted). Their difference is memory latency;
+                (untimed) a read-only replay of the pass on views of its heaps (`heapq`'s
+                sift algorithm over an overlay) reads every entry its pops and pushes will
+                read and finds the victim, then the victim's parent and grandparent, their
+                page rows and allocator bytes are read, so that the same algorithm runs on
+                cache-resident data (the replay's victim is checked against the one
+                evicted). Their difference is memory latency;
 - load-back:    `load_back` of an evicted node + `poll` + `result`.
 
 Path-walking ops (match, lock, unlock, insert, load-back) are also reported
@@ -75,7 +76,6 @@ import time
 import tracemalloc
 from array import array
 from dataclasses import asdict, dataclass
-from heapq import heappop, heappush
 from itertools import islice
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,75 +174,110 @@ def heap_census(cache: UniCache) -> tuple[int, float]:
     return len(heap), stale / max(len(heap), 1)
 
 
+class HeapView:
+    """A read-only view of a binary heap that replays `heappop`/`heappush` on top of it.
+
+    Writes go to an overlay (position -> entry), so replaying an eviction's
+    pops and pushes reads exactly the entries the real ones will read (the
+    same sift algorithm as `heapq`) and changes nothing.
+    """
+
+    __slots__ = ("base", "over", "n")
+
+    def __init__(self, base: list[Entry]) -> None:
+        self.base = base
+        self.over: dict[int, Entry] = {}
+        self.n = len(base)
+
+    def get(self, i: int) -> Entry:
+        e = self.over.get(i)
+        return self.base[i] if e is None else e
+
+    def pop(self) -> Entry | None:
+        if not self.n:
+            return None
+        self.n -= 1
+        last = self.get(self.n)
+        if not self.n:
+            return last
+        top = self.get(0)
+        self.over[0] = last
+        self.sift_up(0)
+        return top
+
+    def push(self, entry: Entry) -> None:
+        self.over[self.n] = entry
+        self.n += 1
+        self.sift_down(0, self.n - 1)
+
+    def sift_down(self, start: int, pos: int) -> None:
+        item = self.get(pos)
+        while pos > start:
+            up = (pos - 1) >> 1
+            parent = self.get(up)
+            if not item < parent:
+                break
+            self.over[pos] = parent
+            pos = up
+        self.over[pos] = item
+
+    def sift_up(self, pos: int) -> None:
+        end, start, item = self.n, pos, self.get(pos)
+        child = 2 * pos + 1
+        while child < end:
+            right = child + 1
+            if right < end and not self.get(child) < self.get(right):
+                child = right
+            self.over[pos] = self.get(child)
+            pos = child
+            child = 2 * pos + 1
+        self.over[pos] = item
+        self.sift_down(start, pos)
+
+
 def next_victim(cache: UniCache) -> tuple[Node, list[Entry]]:
-    """Read-only: the entries a one-page Full device pass pops (in heap order), and its victim.
+    """Read-only: replay a one-page Full device pass on views of the heaps; the entries it pops and
+    its victim.
 
     The same tests as `DevicePass.next_victim` on a tree whose device leaves
-    are all backed up: a stale entry (touched since) is queued again, one that
-    is dead, off device or no longer a leaf is dropped, a pinned one is held
-    back. It walks the heap array in sorted order from the root (a small heap
-    of indices), so it reads only the entries it returns and their children.
+    are all backed up (a stale entry, touched since, is queued again; one that
+    is dead, off device or no longer a leaf is dropped; a pinned one is held
+    back), then the pushes of `Evictor.demote` (the parent, if it becomes a
+    leaf; the victim on the host heap). Replaying reads what the real calls
+    will read, which is what warms them.
     """
     comps = cache.components
     full = comps.full
-    heap = full.lru_device.heap
     fdev = full.dev
+    dev = HeapView(full.lru_device.heap)
+    dbit = full.lru_device.bit
     seen: list[Entry] = []
-    front: list[tuple[Entry, int]] = [(heap[0], 0)] if heap else []
-    while front:
-        entry, i = heappop(front)
+    while (entry := dev.pop()) is not None:
         seen.append(entry)
-        for j in (2 * i + 1, 2 * i + 2):
-            if j < len(heap):
-                heappush(front, (heap[j], j))
         node = entry[3]
         if entry[0] != node.last_access and node.alive:
+            dev.push((node.last_access, -node.end, node.id, node))
             continue
-        if not node.slot or fdev[node.slot] is None or node.parent is None or node.dev_children:
+        parent = node.parent
+        if not node.slot or fdev[node.slot] is None or parent is None or node.dev_children:
             continue
         if comps.pinned(node):
             continue
+        if parent.parent is not None and parent.dev_children == 1 and not parent.lru & dbit:
+            dev.push((parent.last_access, -parent.end, parent.id, parent))
+        if not node.children and not node.lru & full.lru_host.bit:
+            HeapView(full.lru_host.heap).push((node.last_access, -node.end, node.id, node))
         return node, seen
     raise AssertionError("no eviction victim left: the cache is sized so that there is always one")
 
 
-def pop_path(heap: list[Entry]) -> Iterator[Entry]:
-    """The entries a `heappop` compares: the last one, and root to bottom along the smaller child."""
-    n = len(heap)
-    if not n:
-        return
-    yield heap[-1]
-    i = 0
-    while 2 * i + 1 < n:
-        c = 2 * i + 1
-        yield heap[c]
-        if c + 1 < n:
-            yield heap[c + 1]
-            if heap[c + 1] < heap[c]:
-                c += 1
-        i = c
-
-
-def push_path(heap: list[Entry]) -> Iterator[Entry]:
-    """The entries a `heappush` may compare: the ancestors of the next free position."""
-    i = len(heap)
-    while i > 0:
-        i = (i - 1) >> 1
-        yield heap[i]
-
-
-def touch_eviction(cache: UniCache, victim: Node, entries: list[Entry]) -> int:
-    """Read (untimed) what evicting `victim` reads, so that the timed call finds it cache-resident:
-    the popped entries and their nodes, the device heap's pop and push paths, the host heap's push
-    path, the victim, its parent and grandparent, their page rows and the pool's bytes for them."""
+def touch_eviction(cache: UniCache, victim: Node) -> int:
+    """Read (untimed) what evicting `victim` reads besides the heaps (`next_victim` replays those):
+    the victim, its parent and grandparent, their page rows and the pool's bytes for them."""
     comps = cache.components
     full = comps.full
     device = full.device
-    dheap = full.lru_device.heap
     acc = 0
-    reads = [*entries, *pop_path(dheap), *push_path(dheap), *push_path(full.lru_host.heap)]
-    for t, e, i, x in reads:
-        acc += t + e + i + x.last_access + x.slot + x.lru + x.dev_children + x.end + x.id
     y: Node | None = victim
     for _ in range(3):
         if y is None:
@@ -312,7 +347,7 @@ def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> d
         for w in warm:
             if w:
                 victim, entries = next_victim(cache)
-                touch_eviction(cache, victim, entries)
+                touch_eviction(cache, victim)
                 t0 = clock()
                 freed = cache.evict_device(Full, 1)
                 per["evict (warm)"].append((clock() - t0, max(freed, 1)))
@@ -501,8 +536,8 @@ def report(rows: Rows, works: list[EvictWork], mem: list[tuple[int, float]], bui
           f"evict is judged per call: one call evicts one victim, whose pages vary widely (the mean is in the "
           f"work table), so a median per page moves with the mix of victims drawn; evict (warm) is the same "
           f"calls' algorithm with its data cache-resident (see the module docstring)")
-    work = Table(title=f"eviction work per call, {build} build (one-page evict_device; walk figures from the "
-                       "warm calls)")
+    work = Table(title=f"eviction work per call, {build} build (one-page evict_device; popped entries and "
+                       "parents re-queued from the warm calls' replays)")
     for col in ("nodes", "heap entries", "stale", "popped/call", "victims/call", "pages/victim",
                 "parents re-queued/call", "cold/warm per call"):
         work.add_column(col, justify="right")
