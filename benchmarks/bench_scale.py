@@ -461,7 +461,7 @@ def plot(rows: Rows, mem: list[tuple[int, float]], path: Path, build: str) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.5), width_ratios=(3, 2))
     sizes = [s for s, _ in rows]
     for op in OPS:
         use = 1 if op in PATH_OPS else 0
@@ -471,7 +471,7 @@ def plot(rows: Rows, mem: list[tuple[int, float]], path: Path, build: str) -> No
             ax1.plot(sizes, ys, marker="o", label=op + unit, linestyle="--" if op == "evict (warm)" else "-")
     ax1.set(xscale="log", yscale="log", xlabel="nodes in the tree", ylabel="µs per op (median)",
             title=f"per-op cost as the tree grows ({build} build)")
-    ax1.legend(fontsize=7)
+    ax1.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax2.plot([s for s, _ in mem], [b for _, b in mem], marker="o")
     ax2.set(xscale="log", xlabel="nodes in the tree", ylabel="bytes per node (tracemalloc)",
             title="Python memory per node")
