@@ -265,7 +265,7 @@ def next_victim(cache: UniCache) -> tuple[Node, list[Entry]]:
             continue
         if parent.parent is not None and parent.dev_children == 1 and not parent.lru & dbit:
             dev.push((parent.last_access, -parent.end, parent.id, parent))
-        if not node.children and not node.lru & full.lru_host.bit:
+        if not node.children and full.host_col[node.slot] is not None and not node.lru & full.lru_host.bit:
             HeapView(full.lru_host.heap).push((node.last_access, -node.end, node.id, node))
         return node, seen
     raise AssertionError("no eviction victim left: the cache is sized so that there is always one")
@@ -351,7 +351,7 @@ def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> d
                 t0 = clock()
                 freed = cache.evict_device(Full, 1)
                 per["evict (warm)"].append((clock() - t0, max(freed, 1)))
-                assert not full.on_device(victim), f"the walk predicted victim {victim.id}, not the one evicted"
+                assert not full.on_device(victim), f"the replay predicted victim {victim.id}, not the one evicted"
                 parent = victim.parent
                 assert parent is not None
                 popped += len(entries)
