@@ -25,17 +25,41 @@ calls (gc off, `time.process_time_ns`, the median per call):
 - backup:       `backup` of a cached leaf + `poll` (its ack);
 - evict:        `evict_device` of one page: one LRU victim, demoted (every device leaf is
                 backed up first, untimed, so that this is the eviction alone); a victim
-                frees all its pages, so it is also given per page freed;
+                frees all its pages, so it is also given per page freed. Two columns,
+                `--samples` calls each, interleaved in a seeded random order on the same tree:
+                `evict` as is (cold: the real cost; the victim is by definition the node
+                untouched longest), and `evict (warm)`, where just before the timed call
+                (untimed) a read-only replay of the pass on views of its heaps (`heapq`'s
+                sift algorithm over an overlay) reads every entry its pops and pushes will
+                read and finds the victim, then the victim's parent and grandparent, their
+                page rows and allocator bytes are read, so that the same algorithm runs on
+                cache-resident data (the replay's victim is checked against the one
+                evicted). Their difference is memory latency;
 - load-back:    `load_back` of an evicted node + `poll` + `result`.
 
 Path-walking ops (match, lock, unlock, insert, load-back) are also reported
-per node on the path, and evict per page freed (the victims of a larger
-tree are not the same size). The flatness ratio is the cost at the largest
-checkpoint over the cost at the smallest (per path node, or per page freed,
-where given): 1.0x is flat. Bytes per node: in a second, untimed replay, tracemalloc's current
-traced memory (tracing starts after the cache and the requests are built, so
-the fixed pool tables and the driver's token arrays are out) over the node
+per node on the path, and evict per page freed. The flatness ratio is the
+cost at the largest checkpoint over the cost at the smallest (per path node
+for the path ops, per call for the rest): 1.0x is flat. Eviction is judged
+per call: each call evicts one victim (the work table shows it), and the
+victims' page counts vary widely (1 to 100+), so a median per page moves
+with the mix of victims drawn far more than with the tree's size.
+
+Bytes per node: in a second, untimed replay, tracemalloc's current traced
+memory (tracing starts after the cache and the requests are built, so the
+fixed pool tables and the driver's token arrays are out) over the node
 count, at the same checkpoints.
+
+A second table gives the eviction's work per call at each checkpoint, to show
+it is the same at every size: heap entries and the stale share (entries whose
+node was touched or gained a child since), entries popped per call, victims
+per call, pages per victim, parents re-queued per call, and cold over warm.
+
+Builds: `--builds pure,compiled` (default: both when `make setup` built the
+mypyc copy in build/compiled). `pure` runs in this process; `compiled` runs
+this script again in a fresh interpreter on that copy (PYTHONPATH and
+UNICACHE_BUILD as `make test-compiled` sets them), which checks it loaded the
+compiled core and prints its own tables and PNG (`<png stem>_compiled.png`).
 """
 
 from __future__ import annotations
@@ -43,11 +67,15 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 from array import array
+from dataclasses import asdict, dataclass
 from itertools import islice
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,12 +86,15 @@ from rich.table import Table
 from unicache import CacheConfig, Full, ImmediateEngine, UniCache
 from unicache.traces.mooncake import load_mooncake
 from unicache.tree import Node
+from unicache.tree.lru import Entry
 
+REPO = Path(__file__).resolve().parent.parent
+COMPILED = REPO / "build" / "compiled"
 CHECKPOINTS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000)
-OPS = ("match", "lock", "unlock", "alloc", "free", "insert", "backup", "evict", "load-back")
+OPS = ("match", "lock", "unlock", "alloc", "free", "insert", "backup", "evict", "evict (warm)", "load-back")
 PATH_OPS = ("match", "lock", "unlock", "insert", "load-back")
-PAGE_OPS = ("evict",)
-"""Ops whose work is the victim's pages: also given per page freed, and judged per page."""
+PAGE_OPS = ("evict", "evict (warm)")
+"""Ops whose work is the victim's pages: also given per page freed, but judged per call (see `report`)."""
 SPLIT_OPS = PATH_OPS + PAGE_OPS
 FLAT = 1.5
 """A flatness ratio above this is reported as growing."""
@@ -123,8 +154,149 @@ class Driver:
             self.serve(next(self.stream))
 
 
-def measure(drv: Driver, samples: int, rng: random.Random) -> dict[str, tuple[float, float]]:
-    """Median ns per call and median ns per path node, per op, at the tree's current size."""
+@dataclass(slots=True)
+class EvictWork:
+    """What the timed evictions of one checkpoint did, per call (see the module docstring)."""
+
+    heap_entries: int = 0
+    stale: float = 0.0
+    popped_per_call: float = 0.0
+    victims_per_call: float = 0.0
+    pages_per_victim: float = 0.0
+    requeued_per_call: float = 0.0
+
+
+def heap_census(cache: UniCache) -> tuple[int, float]:
+    """The Full device heap's entries, and the share that is stale (touched since, or no longer a leaf)."""
+    full = cache.components.full
+    heap = full.lru_device.heap
+    stale = sum(1 for t, _, _, x in heap if t != x.last_access or not full.is_device_leaf(x))
+    return len(heap), stale / max(len(heap), 1)
+
+
+class HeapView:
+    """A read-only view of a binary heap that replays `heappop`/`heappush` on top of it.
+
+    Writes go to an overlay (position -> entry), so replaying an eviction's
+    pops and pushes reads exactly the entries the real ones will read (the
+    same sift algorithm as `heapq`) and changes nothing.
+    """
+
+    __slots__ = ("base", "over", "n")
+
+    def __init__(self, base: list[Entry]) -> None:
+        self.base = base
+        self.over: dict[int, Entry] = {}
+        self.n = len(base)
+
+    def get(self, i: int) -> Entry:
+        e = self.over.get(i)
+        return self.base[i] if e is None else e
+
+    def pop(self) -> Entry | None:
+        if not self.n:
+            return None
+        self.n -= 1
+        last = self.get(self.n)
+        if not self.n:
+            return last
+        top = self.get(0)
+        self.over[0] = last
+        self.sift_up(0)
+        return top
+
+    def push(self, entry: Entry) -> None:
+        self.over[self.n] = entry
+        self.n += 1
+        self.sift_down(0, self.n - 1)
+
+    def sift_down(self, start: int, pos: int) -> None:
+        item = self.get(pos)
+        while pos > start:
+            up = (pos - 1) >> 1
+            parent = self.get(up)
+            if not item < parent:
+                break
+            self.over[pos] = parent
+            pos = up
+        self.over[pos] = item
+
+    def sift_up(self, pos: int) -> None:
+        end, start, item = self.n, pos, self.get(pos)
+        child = 2 * pos + 1
+        while child < end:
+            right = child + 1
+            if right < end and not self.get(child) < self.get(right):
+                child = right
+            self.over[pos] = self.get(child)
+            pos = child
+            child = 2 * pos + 1
+        self.over[pos] = item
+        self.sift_down(start, pos)
+
+
+def next_victim(cache: UniCache) -> tuple[Node, list[Entry]]:
+    """Read-only: replay a one-page Full device pass on views of the heaps; the entries it pops and
+    its victim.
+
+    The same tests as `DevicePass.next_victim` on a tree whose device leaves
+    are all backed up (a stale entry, touched since, is queued again; one that
+    is dead, off device or no longer a leaf is dropped; a pinned one is held
+    back), then the pushes of `Evictor.demote` (the parent, if it becomes a
+    leaf; the victim on the host heap). Replaying reads what the real calls
+    will read, which is what warms them.
+    """
+    comps = cache.components
+    full = comps.full
+    fdev = full.dev
+    dev = HeapView(full.lru_device.heap)
+    dbit = full.lru_device.bit
+    seen: list[Entry] = []
+    while (entry := dev.pop()) is not None:
+        seen.append(entry)
+        node = entry[3]
+        if entry[0] != node.last_access and node.alive:
+            dev.push((node.last_access, -node.end, node.id, node))
+            continue
+        parent = node.parent
+        if not node.slot or fdev[node.slot] is None or parent is None or node.dev_children:
+            continue
+        if comps.pinned(node):
+            continue
+        if parent.parent is not None and parent.dev_children == 1 and not parent.lru & dbit:
+            dev.push((parent.last_access, -parent.end, parent.id, parent))
+        if not node.children and full.host_col[node.slot] is not None and not node.lru & full.lru_host.bit:
+            HeapView(full.lru_host.heap).push((node.last_access, -node.end, node.id, node))
+        return node, seen
+    raise AssertionError("no eviction victim left: the cache is sized so that there is always one")
+
+
+def touch_eviction(cache: UniCache, victim: Node) -> int:
+    """Read (untimed) what evicting `victim` reads besides the heaps (`next_victim` replays those):
+    the victim, its parent and grandparent, their page rows and the pool's bytes for them."""
+    comps = cache.components
+    full = comps.full
+    device = full.device
+    acc = 0
+    y: Node | None = victim
+    for _ in range(3):
+        if y is None:
+            break
+        acc += y.slot + y.dev_children + y.lru + y.last_access + y.end + len(y.children)
+        comps.pinned(y)
+        pages = full.dev[y.slot]
+        if pages is not None:
+            for q in pages:
+                acc += q + device.is_free(q)
+        host = full.host_col[y.slot]
+        acc += 0 if host is None else len(host)
+        y = y.parent
+    return acc
+
+
+def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> dict[str, tuple[float, float]]:
+    """Median ns per call and median ns per path node, per op, at the tree's current size; the
+    eviction's work per call goes to `work`."""
     cache = drv.cache
     per: dict[str, list[tuple[int, int]]] = {op: [] for op in OPS}
     clock = time.process_time_ns
@@ -164,15 +336,37 @@ def measure(drv: Driver, samples: int, rng: random.Random) -> dict[str, tuple[fl
             if y.parent is not None and full.is_device_leaf(y) and not full.on_host(y):
                 cache.backup(y)
         cache.poll()
+        work.heap_entries, work.stale = heap_census(cache)
         gc.collect()
         gc.disable()
-        before = cache.counters.device_evictions
-        for _ in range(samples):
-            t0 = clock()
-            freed = cache.evict_device(Full, 1)
-            per["evict"].append((clock() - t0, max(freed, 1)))
+        counters = cache.counters
+        before = counters.demotions
+        popped = freed_pages = requeued = 0
+        warm = [False] * samples + [True] * samples
+        random.Random(cache.node_count).shuffle(warm)
+        for w in warm:
+            if w:
+                victim, entries = next_victim(cache)
+                touch_eviction(cache, victim)
+                t0 = clock()
+                freed = cache.evict_device(Full, 1)
+                per["evict (warm)"].append((clock() - t0, max(freed, 1)))
+                assert not full.on_device(victim), f"the replay predicted victim {victim.id}, not the one evicted"
+                parent = victim.parent
+                assert parent is not None
+                popped += len(entries)
+                requeued += parent.parent is not None and full.is_device_leaf(parent)
+            else:
+                t0 = clock()
+                freed = cache.evict_device(Full, 1)
+                per["evict"].append((clock() - t0, max(freed, 1)))
             assert freed >= 1
-        assert cache.counters.device_evictions > before
+            freed_pages += freed
+        victims = counters.demotions - before
+        work.victims_per_call = victims / (2 * samples)
+        work.pages_per_victim = freed_pages / victims
+        work.popped_per_call = popped / samples
+        work.requeued_per_call = requeued / samples
         gc.enable()
         evicted = [x for x in cache.nodes() if not full.on_device(x) and full.on_host(x)]
         gc.collect()
@@ -211,20 +405,26 @@ def checkpoints(max_nodes: int) -> list[int]:
     return [c for c in CHECKPOINTS if c < max_nodes] + [max_nodes]
 
 
-def timing_run(trace: list[array[int]], args: argparse.Namespace) -> tuple[list[tuple[int, dict[str, tuple[float, float]]]], int]:
-    """The per-op rows at each checkpoint, and how many requests were served."""
+Rows = list[tuple[int, dict[str, tuple[float, float]]]]
+
+
+def timing_run(trace: list[array[int]], args: argparse.Namespace) -> tuple[Rows, list[EvictWork], int]:
+    """The per-op rows and the eviction's work at each checkpoint, and how many requests were served."""
     page = args.tokens_per_block
     cache = new_cache(args.capacity_tokens, page)
     drv = Driver(cache, windows(trace, page), page)
     rng = random.Random(args.seed)
-    rows = []
+    rows: Rows = []
+    works: list[EvictWork] = []
     for target in checkpoints(args.max_nodes):
         drv.grow_to(target)
         size = cache.node_count
-        rows.append((size, measure(drv, args.samples, rng)))
+        work = EvictWork()
+        rows.append((size, measure(drv, args.samples, rng, work)))
+        works.append(work)
         print(f"  {size:,} nodes measured", flush=True)
     cache.check()
-    return rows, drv.served
+    return rows, works, drv.served
 
 
 def memory_run(trace: list[array[int]], args: argparse.Namespace, served: int) -> list[tuple[int, float]]:
@@ -249,29 +449,29 @@ def memory_run(trace: list[array[int]], args: argparse.Namespace, served: int) -
     return rows
 
 
-def flatness(rows: list[tuple[int, dict[str, tuple[float, float]]]], op: str) -> float:
-    use = 1 if op in SPLIT_OPS else 0
+def flatness(rows: Rows, op: str) -> float:
+    use = 1 if op in PATH_OPS else 0
     have = [r[op][use] for _, r in rows if op in r]
     return have[-1] / have[0]
 
 
-def plot(rows: list[tuple[int, dict[str, tuple[float, float]]]], mem: list[tuple[int, float]], path: Path) -> None:
+def plot(rows: Rows, mem: list[tuple[int, float]], path: Path, build: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 4.5), width_ratios=(3, 2))
     sizes = [s for s, _ in rows]
     for op in OPS:
-        use = 1 if op in SPLIT_OPS else 0
+        use = 1 if op in PATH_OPS else 0
         ys = [r[op][use] / 1000 for _, r in rows if op in r]
         if len(ys) == len(sizes):
-            unit = " (per path node)" if op in PATH_OPS else " (per page freed)" if use else ""
-            ax1.plot(sizes, ys, marker="o", label=op + unit)
+            unit = " (per path node)" if use else ""
+            ax1.plot(sizes, ys, marker="o", label=op + unit, linestyle="--" if op == "evict (warm)" else "-")
     ax1.set(xscale="log", yscale="log", xlabel="nodes in the tree", ylabel="µs per op (median)",
-            title="per-op cost as the tree grows")
-    ax1.legend(fontsize=7)
+            title=f"per-op cost as the tree grows ({build} build)")
+    ax1.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax2.plot([s for s, _ in mem], [b for _, b in mem], marker="o")
     ax2.set(xscale="log", xlabel="nodes in the tree", ylabel="bytes per node (tracemalloc)",
             title="Python memory per node")
@@ -281,29 +481,33 @@ def plot(rows: list[tuple[int, dict[str, tuple[float, float]]]], mem: list[tuple
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-nodes", type=int, default=100_000)
-    ap.add_argument("--samples", type=int, default=300)
-    ap.add_argument("--tokens-per-block", type=int, default=4, help="tokens per trace block, also the page size")
-    ap.add_argument("--capacity-tokens", type=int, default=0,
-                    help="device (and host) capacity in tokens; default: enough for the whole run")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--png", type=Path, default=Path("out/bench_scale.png"))
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc replay")
-    args = ap.parse_args()
-    t0 = time.time()
-    trace = [r.tokens for r in load_mooncake(tokens_per_block=args.tokens_per_block).requests]
-    print(f"trace: {len(trace):,} requests, {sum(len(t) for t in trace):,} tokens "
-          f"({time.time() - t0:.0f} s to load)", flush=True)
-    if not args.capacity_tokens:
-        per_window = sum(len(t) for t in trace)
-        args.capacity_tokens = (per_window * (args.max_nodes // 8_000 + 2)) // args.tokens_per_block * args.tokens_per_block
-    rows, served = timing_run(trace, args)
-    mem = [] if args.no_memory else memory_run(trace, args, served)
-    table = Table(title="unicache per-op cost (median ns per call; per path node, or per page freed for evict, "
-                        "in brackets) as the tree grows")
+def loaded_build() -> str:
+    """`compiled` when the core's ops are C extensions in this process, else `pure`."""
+    import unicache.ops.eviction as probe
+
+    return "compiled" if str(probe.__file__).endswith((".so", ".pyd")) else "pure"
+
+
+def default_builds() -> str:
+    marker = COMPILED / "BUILD"
+    return "pure,compiled" if marker.exists() and marker.read_text().strip() == "compiled" else "pure"
+
+
+def run_compiled(argv: list[str], png: Path) -> None:
+    """This script again, in a fresh interpreter on the mypyc copy in build/compiled."""
+    if default_builds() != "pure,compiled":
+        raise SystemExit("no compiled build in build/compiled (make setup builds it when a C compiler works)")
+    env = dict(os.environ, PYTHONPATH=str(COMPILED), UNICACHE_BUILD="compiled")
+    out = png.with_name(f"{png.stem}_compiled{png.suffix}")
+    cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--builds", "compiled", "--in-build", "compiled",
+           "--png", str(out.resolve())]
+    subprocess.run(cmd, check=True, env=env)
+
+
+def report(rows: Rows, works: list[EvictWork], mem: list[tuple[int, float]], build: str) -> dict[str, float]:
+    """Print the per-op table and the eviction-work table; the flatness ratios."""
+    table = Table(title=f"unicache per-op cost, {build} build (median ns per call; per path node, or per page "
+                        "freed for evict, in brackets) as the tree grows")
     table.add_column("nodes", justify="right")
     for op in OPS:
         table.add_column(op, justify="right")
@@ -326,13 +530,84 @@ def main() -> None:
     if mem:
         cells.append(f"{mem[-1][1] / mem[0][1]:.2f}x")
     table.add_row(f"{rows[-1][0]:,}/{rows[0][0]:,}", *cells)
-    Console(width=200).print(table)
+    Console(width=220).print(table)
     print(f"flatness: cost at {rows[-1][0]:,} nodes / cost at {rows[0][0]:,} nodes (per path node for "
-          f"{', '.join(PATH_OPS)}; per page freed for {', '.join(PAGE_OPS)}); above {FLAT}x is marked GROWS")
-    plot(rows, mem, args.png)
+          f"{', '.join(PATH_OPS)}; per call for the rest); above {FLAT}x is marked GROWS.\n"
+          f"evict is judged per call: one call evicts one victim, whose pages vary widely (the mean is in the "
+          f"work table), so a median per page moves with the mix of victims drawn; evict (warm) is the same "
+          f"calls' algorithm with its data cache-resident (see the module docstring)")
+    work = Table(title=f"eviction work per call, {build} build (one-page evict_device; popped entries and "
+                       "parents re-queued from the warm calls' replays)")
+    for col in ("nodes", "heap entries", "stale", "popped/call", "victims/call", "pages/victim",
+                "parents re-queued/call", "cold/warm per call"):
+        work.add_column(col, justify="right")
+    for (size, r), w in zip(rows, works):
+        work.add_row(f"{size:,}", f"{w.heap_entries:,}", f"{w.stale:.0%}", f"{w.popped_per_call:.2f}",
+                     f"{w.victims_per_call:.2f}", f"{w.pages_per_victim:.1f}", f"{w.requeued_per_call:.2f}",
+                     f"{r['evict'][0] / r['evict (warm)'][0]:.2f}x")
+    Console(width=220).print(work)
+    return flat
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-nodes", type=int, default=100_000)
+    ap.add_argument("--samples", type=int, default=300)
+    ap.add_argument("--tokens-per-block", type=int, default=4, help="tokens per trace block, also the page size")
+    ap.add_argument("--capacity-tokens", type=int, default=0,
+                    help="device (and host) capacity in tokens; default: enough for the whole run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--png", type=Path, default=Path("out/bench_scale.png"))
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc replay")
+    ap.add_argument("--builds", default=None,
+                    help="builds to run: pure,compiled (default: both when build/compiled is compiled)")
+    ap.add_argument("--in-build", default="pure", help=argparse.SUPPRESS)
+    argv = sys.argv[1:]
+    args = ap.parse_args(argv)
+    builds = (args.builds or default_builds()).split(",")
+    for b in builds:
+        if b not in ("pure", "compiled"):
+            raise SystemExit(f"unknown build {b!r}: pure or compiled")
+    if args.in_build != loaded_build():
+        raise SystemExit(f"asked for the {args.in_build} build, loaded the {loaded_build()} one "
+                         "(is build/compiled stale? make setup rebuilds it)")
+    if args.in_build == "pure" and "pure" not in builds:
+        if "compiled" in builds:
+            run_compiled(strip_builds(argv), args.png)
+        return
+    t0 = time.time()
+    trace = [r.tokens for r in load_mooncake(tokens_per_block=args.tokens_per_block).requests]
+    print(f"{args.in_build} build. trace: {len(trace):,} requests, {sum(len(t) for t in trace):,} tokens "
+          f"({time.time() - t0:.0f} s to load)", flush=True)
+    if not args.capacity_tokens:
+        per_window = sum(len(t) for t in trace)
+        args.capacity_tokens = (per_window * (args.max_nodes // 8_000 + 2)) // args.tokens_per_block * args.tokens_per_block
+    rows, works, served = timing_run(trace, args)
+    mem = [] if args.no_memory else memory_run(trace, args, served)
+    flat = report(rows, works, mem, args.in_build)
+    plot(rows, mem, args.png, args.in_build)
     print(f"plot: {args.png}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "memory": mem, "flatness": flat}, indent=2))
+        path = args.json if args.in_build == "pure" else args.json.with_name(f"{args.json.stem}_compiled.json")
+        path.write_text(json.dumps({"build": args.in_build, "rows": rows, "memory": mem, "flatness": flat,
+                                    "evict_work": [asdict(w) for w in works]}, indent=2))
+    if args.in_build == "pure" and "compiled" in builds:
+        run_compiled(strip_builds(argv), args.png)
+
+
+def strip_builds(argv: list[str]) -> list[str]:
+    """`argv` without `--builds`/`--png` (and their values), for the compiled run."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--builds", "--png"):
+            skip = True
+        elif not a.startswith(("--builds=", "--png=")):
+            out.append(a)
+    return out
 
 
 if __name__ == "__main__":
