@@ -9,6 +9,7 @@ from unicache.engine.config import EngineConfig, EngineConfigError
 from unicache.engine.errors import InvariantError, SchedulerStuckError
 from unicache.engine.replay import finish_checks
 from unicache.engine.scheduler import Phase, Scheduler
+from unicache.engine.simulate import SimulateOptions, run_scenario, scenario_for
 from unicache.traces import Trace
 from unicache.transfer.simulated import FaultSpec, SimulatedEngine
 
@@ -160,3 +161,15 @@ def test_branch_points_get_mamba_states_so_diverging_requests_resume() -> None:
                   branch_states=False)
     assert on.stats.branch_states > 0 and off.stats.branch_states == 0
     assert on.stats.device_hit_tokens > off.stats.device_hit_tokens
+
+
+def test_a_load_back_refused_for_room_is_followed_by_a_fresh_match() -> None:
+    """Sweep seed 9250: request 71's load-back found no device room, and the eviction it ran to make
+    some took the SWA pages of node 41, the one-token device prefix the earlier match had reported;
+    starting from that stale match locked a prefix whose window was gone (a CorruptionError from the
+    data oracle at step 44). The scheduler now matches again after a refused load-back."""
+    sc = scenario_for(9250, SimulateOptions(steps=60, workload="multiturn", components=("full", "swa"),
+                                            page_size=1, write_policy="write_through"))
+    result = run_scenario(sc)
+    assert result.error is None, f"{sc.command()}: {result.error!r}"
+    assert result.steps == 60

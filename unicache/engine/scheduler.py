@@ -279,6 +279,11 @@ class Scheduler:
                 req.phase = Phase.LOADING
                 self.loading.append(req)
                 return True
+            # No room for the load-back: the eviction it ran to make some may have taken part of the
+            # device prefix `m` reported (an SWA window node's pages), so match again.
+            for obs in self.observers:
+                obs.on_match(req.tokens)
+            m = cache.match_prefix(req.tokens)
         return self._start(req, m)
 
     def _lock(self, node: Node) -> LockReceipt:
