@@ -8,6 +8,9 @@ Variants, alternated round by round so all see the same machine load:
 - `baseline`: `unicache/pools/allocator.py` at `--baseline` (git show), loaded
   from source, so interpreted;
 - `pure`: this tree's `unicache/pools/allocator.py`, loaded from source;
+- `--also REV,...`: those revisions' allocators, loaded from source (e.g.
+  `--also bae0e73`: the free list kept as coalesced runs, tried and not kept;
+  docs/performance.md, "Request-side allocation by runs");
 - `imported`: `unicache.pools.allocator` as Python imports it; when run on the
   mypyc copy (the second command) it is the compiled class, so the table is
   also the A/B of keeping the allocator compiled or interpreted.
@@ -160,19 +163,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pages", default="500,2000", help="pages per request (ps1 requests: 500-2,500)")
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--also", default="", help="more revisions' allocators to compare, loaded from git: REV,...")
     ap.add_argument("--peer", default="", help="also replay make peer's workload: full/1/write_back,...")
     ap.add_argument("--peer-rounds", type=int, default=3)
     ap.add_argument("--harness", type=Path, default=ROOT.parent / "shared" / "bench" / "sglang_harness.py")
     args = ap.parse_args(argv)
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{args.baseline}:unicache/pools/allocator.py"],
-                            capture_output=True, text=True, check=True).stdout
+    def source(rev: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:unicache/pools/allocator.py"],
+                              capture_output=True, text=True, check=True).stdout
+
     import unicache.pools.allocator as imported
 
     build = "compiled" if str(imported.__file__).endswith((".so", ".pyd")) else "pure"
     variants: dict[str, type] = {
-        "baseline": load_source("alloc_baseline", source).SlotAllocator,
+        "baseline": load_source("alloc_baseline", source(args.baseline)).SlotAllocator,
         "pure": load_source("alloc_pure", (ROOT / "unicache/pools/allocator.py").read_text()).SlotAllocator,
     }
+    for rev in filter(None, args.also.split(",")):
+        variants[rev] = load_source(f"alloc_{rev}", source(rev)).SlotAllocator
     if build == "compiled":
         variants["compiled"] = imported.SlotAllocator
     print(f"baseline {args.baseline}; imported allocator: {build}; rounds {args.rounds}, "

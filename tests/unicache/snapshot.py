@@ -23,7 +23,7 @@ _RESIDENCY = ("full_device", "full_host", "swa_device", "swa_host", "mamba_devic
 def _allocator(alloc: SlotAllocator) -> tuple[object, ...]:
     return (
         alloc.capacity,
-        tuple(alloc.free_runs()),
+        tuple(alloc._stack[: alloc._top]),
         bytes(alloc._used),
         tuple(sorted(alloc._quarantine.items())),
         tuple(sorted(alloc._deferred)),

@@ -124,7 +124,8 @@ def test_lent_slots_are_marked_in_place_adopted_or_freed_all_or_nothing() -> Non
     assert a.lent() == [0, 1, 2]
     assert not a.free_lent([1, 3]) and a.used_count == 4 and a.lent() == [0, 1, 2]
     assert a.free_lent([1, 2]) and a.lent() == [0] and a.free_count == 6
-    a.free([0, 3])
+    assert a.free_lent([0])
+    a.free([3])
     assert a.free_count == 8 and a.lent() == []
 
 
@@ -156,48 +157,19 @@ def test_single_slot_lending_matches_the_general_path(compact: bool) -> None:
     assert one.adopt([1]) and not one.is_lent(1) and one.used_count == 3
 
 
-def test_free_runs_coalesce_and_hand_out_ascending_runs() -> None:
-    a = SlotAllocator("r", 16)
-    x = a.alloc(16)
-    assert x is not None and x == list(range(16)) and a.free_runs() == []
-    a.free(x[4:8])
-    a.free(x[12:14])
-    assert a.free_runs() == [(4, 8), (12, 14)]  # the order allocation takes them in: last first
-    a.free(x[8:12])  # touches both neighbours: one run
-    assert a.free_runs() == [(4, 14)] and a.free_count == 10
-    assert a.alloc_lent(3) == [4, 5, 6] and a.free_runs() == [(7, 14)]
-    a.free([1, 2, 0])  # not one run: the per-slot path, pushed as the runs it forms
-    assert a.free_runs() == [(7, 14), (0, 3)] and a.free_count == 10
-    assert a.alloc(4) == [0, 1, 2, 7]  # the most recently freed run first, lowest slot first
-    assert a.free_runs() == [(8, 14)]
 
-
-def test_a_multi_run_request_is_checked_and_returned_by_runs() -> None:
-    a = SlotAllocator("r", 32)
-    x = a.alloc(32)
-    assert x is not None
-    for lo in (0, 10, 20):
-        a.free(x[lo : lo + 5])
-    lent = a.alloc_lent(15)
-    assert lent is not None
-    assert lent == [20, 21, 22, 23, 24, 10, 11, 12, 13, 14, 0, 1, 2, 3, 4]
-    assert a._runs(lent) == [20, 25, 10, 15, 0, 5]
-    assert a._runs(lent[3:8]) == [23, 25, 10, 13]
-    assert a._runs(lent[:3] + lent[:1]) is None  # listed twice: the runs overlap
-    assert not a.adopt([25, 26])  # used, not lent
-    assert not a.adopt(lent + [30]) and a.lent() == sorted(lent)
-    assert a.free_lent(lent[:4]) and a.adopt(lent[4:]) and a.lent() == []
-    a.free(lent[4:])
-    assert a.free_count == 15 and all(a.is_free(s) for s in lent)
-    assert a.adopt([]) and a.free_lent([]) and a.alloc_lent(0) == []
-
-
-def test_a_run_shaped_bad_free_is_rejected_by_the_per_slot_path() -> None:
+def test_free_refuses_lent_slots_and_a_rejected_free_keeps_them_lent() -> None:
+    """Lent slots go back with `free_lent`; `free` names them, and a rejected free restores every mark."""
     a = SlotAllocator("r", 8)
-    x = a.alloc(6)
-    assert x is not None
-    a.free(x[2:4])
-    with pytest.raises(DoubleFreeError) as err:
-        a.free(x[1:5])  # one run, but 2 and 3 are free
-    assert err.value.slots == (2, 3)
-    assert a.used_count == 4 and a.free_runs() == [(6, 8), (2, 4)]
+    lent = a.alloc_lent(2)
+    used = a.alloc(2)
+    assert lent == [0, 1] and used == [2, 3]
+    with pytest.raises(InvalidSlotError) as err:
+        a.free([2, 0])
+    assert err.value.slots == (0,) and "free_lent" in str(err.value)
+    with pytest.raises(DoubleFreeError):
+        a.free([0, 0])
+    assert a.lent() == [0, 1] and a.used_count == 4 and not a.is_free(2)
+    assert a.free_lent(lent)
+    a.free(used)
+    assert a.free_count == 8
