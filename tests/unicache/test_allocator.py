@@ -173,3 +173,14 @@ def test_free_refuses_lent_slots_and_a_rejected_free_keeps_them_lent() -> None:
     assert a.free_lent(lent)
     a.free(used)
     assert a.free_count == 8
+
+
+def test_a_quarantined_lent_slot_is_refused_by_free_and_returned_by_free_lent() -> None:
+    a = SlotAllocator("q", 4)
+    assert a.alloc_lent(1) == [0]
+    a.quarantine([0])
+    with pytest.raises(InvalidSlotError) as err:
+        a.free([0])
+    assert err.value.slots == (0,) and a.lent() == [0] and a.deferred() == set()
+    assert a.free_lent([0]) and a.deferred() == {0} and a.lent() == []
+    assert a.release_quarantine([0]) == 1 and a.free_count == 4

@@ -137,7 +137,7 @@ def _model_free_error(m: Model, slots: list[int]) -> type[Exception] | None:
     if m.quarantine:
         if len(set(slots)) != len(slots):
             return DoubleFreeError
-        if any(not 0 <= x < CAP or m.state[x] == 0 for x in slots):
+        if any(not 0 <= x < CAP or m.state[x] != 1 for x in slots):
             return InvalidSlotError
         if any(x in m.deferred for x in slots):
             return DoubleFreeError

@@ -250,13 +250,16 @@ class SlotAllocator:
         if len(s) != len(slots):
             raise DoubleFreeError(self.name, sorted(x for x in s if slots.count(x) > 1))
         self.check_used(s)
+        used = self._used
+        lent = sorted(x for x in s if used[x] == 2)
+        if lent:
+            raise InvalidSlotError(self.name, lent, "are lent to a request: return them with free_lent")
         q = self._quarantine
         held = [x for x in slots if x in q]
         if held:
             if not self._deferred.isdisjoint(held):
                 raise DoubleFreeError(self.name, sorted(self._deferred.intersection(held)))
             self._deferred.update(held)
-        used = self._used
         stack = self._stack
         top = self._top
         for x in slots:
