@@ -124,7 +124,8 @@ def test_lent_slots_are_marked_in_place_adopted_or_freed_all_or_nothing() -> Non
     assert a.lent() == [0, 1, 2]
     assert not a.free_lent([1, 3]) and a.used_count == 4 and a.lent() == [0, 1, 2]
     assert a.free_lent([1, 2]) and a.lent() == [0] and a.free_count == 6
-    a.free([0, 3])
+    assert a.free_lent([0])
+    a.free([3])
     assert a.free_count == 8 and a.lent() == []
 
 
@@ -154,3 +155,32 @@ def test_single_slot_lending_matches_the_general_path(compact: bool) -> None:
     assert one.alloc_lent(1) is None and one.lent() == [0, 1, 2]
     assert one.free_lent([1]) and one.alloc_lent(1) == [1] and one.is_lent(1)
     assert one.adopt([1]) and not one.is_lent(1) and one.used_count == 3
+
+
+
+def test_free_refuses_lent_slots_and_a_rejected_free_keeps_them_lent() -> None:
+    """Lent slots go back with `free_lent`; `free` names them, and a rejected free restores every mark."""
+    a = SlotAllocator("r", 8)
+    lent = a.alloc_lent(2)
+    used = a.alloc(2)
+    assert lent == [0, 1] and used == [2, 3]
+    with pytest.raises(InvalidSlotError) as err:
+        a.free([2, 0])
+    assert err.value.slots == (0,) and "free_lent" in str(err.value)
+    with pytest.raises(DoubleFreeError):
+        a.free([0, 0])
+    assert a.lent() == [0, 1] and a.used_count == 4 and not a.is_free(2)
+    assert a.free_lent(lent)
+    a.free(used)
+    assert a.free_count == 8
+
+
+def test_a_quarantined_lent_slot_is_refused_by_free_and_returned_by_free_lent() -> None:
+    a = SlotAllocator("q", 4)
+    assert a.alloc_lent(1) == [0]
+    a.quarantine([0])
+    with pytest.raises(InvalidSlotError) as err:
+        a.free([0])
+    assert err.value.slots == (0,) and a.lent() == [0] and a.deferred() == set()
+    assert a.free_lent([0]) and a.deferred() == {0} and a.lent() == []
+    assert a.release_quarantine([0]) == 1 and a.free_count == 4

@@ -25,7 +25,7 @@ class SlotAllocator:
     keep many slots (host pools). `_used` is twice the capacity with an upper half that stays
     0: an id out of range (negative ones wrap into that half) reads as "not
     allocated" at no extra cost. `free` checks every slot (in range,
-    allocated, listed once); a bad call changes nothing. Every check loop is
+    allocated and not lent to a request, listed once); a bad call changes nothing. Every check loop is
     one byte test per slot: a negative id needs no test of its own (it reads
     the zero upper half), and a failing pass finds how far it got from its
     iterator's `length_hint` instead of counting.
@@ -200,7 +200,8 @@ class SlotAllocator:
         return out
 
     def free(self, slots: Sequence[int]) -> None:
-        """Return used slots; quarantined ones wait for their quarantine to end."""
+        """Return used slots (lent ones go back with `free_lent`); quarantined ones wait for their
+        quarantine to end."""
         if not slots:
             return
         if self._quarantine:
@@ -210,7 +211,7 @@ class SlotAllocator:
         it = _iter(slots)
         try:
             for x in it:
-                if not used[x]:
+                if used[x] != 1:
                     break
                 used[x] = 0
             else:
@@ -230,7 +231,7 @@ class SlotAllocator:
         self._raise_bad_free(slots)
 
     def _raise_bad_free(self, slots: Sequence[int]) -> None:
-        """The error for a `free` that found a slot out of range, listed twice or not allocated."""
+        """The error for a `free` that found a slot out of range, listed twice, lent or not allocated."""
         cap = self.capacity
         bad = sorted({x for x in slots if not 0 <= x < cap})
         if bad:
@@ -239,6 +240,9 @@ class SlotAllocator:
         if dup:
             raise DoubleFreeError(self.name, dup)
         used = self._used
+        lent = sorted({x for x in slots if used[x] == 2})
+        if lent:
+            raise InvalidSlotError(self.name, lent, "are lent to a request: return them with free_lent")
         raise DoubleFreeError(self.name, sorted({x for x in slots if not used[x]}))
 
     def _free_quarantined(self, slots: Sequence[int]) -> None:
@@ -246,13 +250,16 @@ class SlotAllocator:
         if len(s) != len(slots):
             raise DoubleFreeError(self.name, sorted(x for x in s if slots.count(x) > 1))
         self.check_used(s)
+        used = self._used
+        lent = sorted(x for x in s if used[x] == 2)
+        if lent:
+            raise InvalidSlotError(self.name, lent, "are lent to a request: return them with free_lent")
         q = self._quarantine
         held = [x for x in slots if x in q]
         if held:
             if not self._deferred.isdisjoint(held):
                 raise DoubleFreeError(self.name, sorted(self._deferred.intersection(held)))
             self._deferred.update(held)
-        used = self._used
         stack = self._stack
         top = self._top
         for x in slots:

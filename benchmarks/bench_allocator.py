@@ -1,0 +1,212 @@
+"""Request-side allocation: `SlotAllocator` of this tree against a baseline commit's, in one process.
+
+    .venv/bin/python benchmarks/bench_allocator.py [--baseline REV] [--pages 500,2000] [--rounds 5]
+    PYTHONPATH=build/compiled .venv/bin/python benchmarks/bench_allocator.py   # adds the compiled class
+
+Variants, alternated round by round so all see the same machine load:
+
+- `baseline`: `unicache/pools/allocator.py` at `--baseline` (git show), loaded
+  from source, so interpreted;
+- `pure`: this tree's `unicache/pools/allocator.py`, loaded from source;
+- `--also REV,...`: those revisions' allocators, loaded from source (e.g.
+  `--also bae0e73`: the free list kept as coalesced runs, tried and not kept;
+  docs/performance.md, "Request-side allocation by runs");
+- `imported`: `unicache.pools.allocator` as Python imports it; when run on the
+  mypyc copy (the second command) it is the compiled class, so the table is
+  also the A/B of keeping the allocator compiled or interpreted.
+
+The workload is a request loop like `make peer`'s on one device pool (capacity
+`8 * pages`): each request takes `alloc_lent(pages)`, returns a random
+already-cached prefix of them with `free_lent` (insert's duplicates) and
+donates the rest with `adopt` (the pages the new node keeps), split into up to
+three nodes; when the pool is short, held nodes are freed with `free`
+(eviction), the oldest first with one in four picked at random (a touched
+node outlives its age), which fragments the free list as a real run does. A Mamba-style
+`alloc_lent(1)` + `adopt` per request and its later `free` are timed too.
+Every variant replays the same random choices. Printed: µs per call (median of
+the rounds) per op and the ratio baseline / variant (above 1.0x: faster than
+the baseline).
+
+`--peer full/1/write_back,...` then replays `make peer`'s workload
+(`benchmarks/peer_sglang.py`'s `run_ours`, needs its harness) in this process
+with the pools built on the baseline class and on this tree's, alternating,
+and prints requests/s and the per-op means that touch the allocator (alloc,
+insert, evict) with the same ratios. Pure build only: the compiled pools take
+only the compiled class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE_REV = "075ad5b"
+"""main before issue 15's allocation-by-runs work."""
+OPS = ("alloc_lent", "free_lent+adopt", "free", "alloc_lent(1)+adopt")
+
+
+class Allocator(Protocol):
+    @property
+    def free_count(self) -> int: ...
+    def alloc_lent(self, n: int) -> list[int] | None: ...
+    def adopt(self, slots: list[int]) -> bool: ...
+    def free_lent(self, slots: list[int]) -> bool: ...
+    def free(self, slots: list[int]) -> None: ...
+
+
+def load_source(name: str, source: str) -> ModuleType:
+    """A module built from `source` (interpreted, whatever build is installed)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(name, f.name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    Path(f.name).unlink()
+    return module
+
+
+def run(make: type, pages: int, requests: int, seed: int) -> dict[str, float]:
+    """µs per call of each op over one replay of the request loop."""
+    rng = random.Random(seed)
+    full: Allocator = make("full", 8 * pages)
+    mamba: Allocator = make("mamba", 64)
+    held: list[list[int]] = []
+    states: list[list[int]] = []
+    ns = time.perf_counter_ns
+    total = dict.fromkeys(OPS, 0)
+    calls = dict.fromkeys(OPS, 0)
+    gc.disable()
+    try:
+        for _ in range(requests):
+            while full.free_count < pages:
+                i = rng.randrange(len(held)) if rng.random() < 0.25 else 0
+                t0 = ns()
+                full.free(held.pop(i))
+                total["free"] += ns() - t0
+                calls["free"] += 1
+            if mamba.free_count == 0:
+                mamba.free(states.pop(rng.randrange(len(states))))
+            t0 = ns()
+            got = full.alloc_lent(pages)
+            total["alloc_lent"] += ns() - t0
+            calls["alloc_lent"] += 1
+            assert got is not None
+            dup = rng.randrange(pages) if rng.random() < 0.7 else 0
+            t0 = ns()
+            assert full.free_lent(got[:dup]) and full.adopt(got[dup:])
+            total["free_lent+adopt"] += ns() - t0
+            calls["free_lent+adopt"] += 1
+            cut = sorted(rng.sample(range(dup + 1, pages), min(2, pages - dup - 1)))
+            for a, b in zip([dup, *cut], [*cut, pages]):
+                held.append(got[a:b])
+            t0 = ns()
+            state = mamba.alloc_lent(1)
+            assert state is not None and mamba.adopt(state)
+            total["alloc_lent(1)+adopt"] += ns() - t0
+            calls["alloc_lent(1)+adopt"] += 1
+            states.append(state)
+    finally:
+        gc.enable()
+    return {op: total[op] / calls[op] / 1e3 if calls[op] else 0.0 for op in OPS}
+
+
+def peer(specs: str, variants: dict[str, type], rounds: int, harness: Path) -> None:
+    """`make peer`'s replay with each variant as the pools' allocator class (see the module docstring)."""
+    from benchmarks import peer_sglang as p
+    import unicache.pools.pool as pool_module
+
+    original: object = getattr(pool_module, "SlotAllocator")
+    ops = ("req/s", "alloc", "insert", "evict")
+    for spec in specs.split(","):
+        comp, ps, policy = spec.split("/")
+        cfg = p.PeerConfig(comp, int(ps), policy)
+        tokens, _, device = p.workload(p.load_harness(harness), 0, cfg.page_size)
+        samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in ops} for v in variants}
+        try:
+            for _ in range(rounds):
+                for name, cls in variants.items():
+                    setattr(pool_module, "SlotAllocator", cls)
+                    r = p.run_ours(cfg, tokens, device)
+                    got = samples[name]
+                    got["req/s"].append(len(tokens) / r.wall_s)
+                    for op in ops[1:]:
+                        got[op].append(r.mean_us(op))
+        finally:
+            setattr(pool_module, "SlotAllocator", original)
+        print(f"\npeer replay {cfg.label}: median of {rounds} (req/s: variant / baseline; µs: baseline / variant)")
+        print(f"{'':>10} " + " ".join(f"{v:>20}" for v in variants))
+        for op in ops:
+            base = statistics.median(samples["baseline"][op])
+            cells = []
+            for v in variants:
+                m = statistics.median(samples[v][op])
+                ratio = m / base if op == "req/s" else base / m
+                cells.append(f"{m:8.1f} ({ratio:5.2f}x)")
+            print(f"{op:>10} " + " ".join(f"{c:>20}" for c in cells))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--baseline", default=BASELINE_REV, help="git revision to compare with")
+    ap.add_argument("--pages", default="500,2000", help="pages per request (ps1 requests: 500-2,500)")
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--also", default="", help="more revisions' allocators to compare, loaded from git: REV,...")
+    ap.add_argument("--peer", default="", help="also replay make peer's workload: full/1/write_back,...")
+    ap.add_argument("--peer-rounds", type=int, default=3)
+    ap.add_argument("--harness", type=Path, default=ROOT.parent / "shared" / "bench" / "sglang_harness.py")
+    args = ap.parse_args(argv)
+    def source(rev: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:unicache/pools/allocator.py"],
+                              capture_output=True, text=True, check=True).stdout
+
+    import unicache.pools.allocator as imported
+
+    build = "compiled" if str(imported.__file__).endswith((".so", ".pyd")) else "pure"
+    variants: dict[str, type] = {
+        "baseline": load_source("alloc_baseline", source(args.baseline)).SlotAllocator,
+        "pure": load_source("alloc_pure", (ROOT / "unicache/pools/allocator.py").read_text()).SlotAllocator,
+    }
+    for rev in filter(None, args.also.split(",")):
+        variants[rev] = load_source(f"alloc_{rev}", source(rev)).SlotAllocator
+    if build == "compiled":
+        variants["compiled"] = imported.SlotAllocator
+    print(f"baseline {args.baseline}; imported allocator: {build}; rounds {args.rounds}, "
+          f"{args.requests} requests each")
+    for pages in (int(p) for p in args.pages.split(",")):
+        samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in OPS} for v in variants}
+        for r in range(args.rounds):
+            for name, cls in variants.items():
+                for op, us in run(cls, pages, args.requests, seed=r).items():
+                    samples[name][op].append(us)
+        print(f"\n{pages} pages per request: µs per call, median (baseline / variant)")
+        print(f"{'op':>22} " + " ".join(f"{v:>20}" for v in variants))
+        for op in OPS:
+            base = statistics.median(samples["baseline"][op])
+            cells = []
+            for v in variants:
+                m = statistics.median(samples[v][op])
+                cells.append(f"{m:8.2f} ({base / m:5.2f}x)" if m else f"{'-':>16}")
+            print(f"{op:>22} " + " ".join(f"{c:>20}" for c in cells))
+    if args.peer:
+        if build == "compiled":
+            print("\n--peer: pure build only (the compiled pools take only the compiled class)")
+        else:
+            peer(args.peer, variants, args.peer_rounds, args.harness)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
