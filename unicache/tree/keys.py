@@ -63,31 +63,27 @@ def encode_tokens(tokens: Iterable[int], token_bytes: int) -> bytes:
     """Token ids as key bytes, `token_bytes` (4 or 8) each in native byte order.
 
     An `array("q")` (the form traces and the SGLang harness use) is checked
-    and narrowed in one numpy pass (no int objects); an `array("i")` at
-    width 4 and an `array("q")` at width 8 cost one copy and the check; any
-    other sequence of ints is converted by `array`. Ids outside
+    and narrowed at width 4 by numpy (no int objects); an `array("q")` at
+    width 8 and an `array("i")` at width 4 cost one copy and a sign-byte
+    check; any other sequence of ints is converted by `array`. Ids outside
     ``0 .. max_token_id(token_bytes)`` raise `TokenIdRangeError` (the first
     one, with its position); non-integers and `bytes` raise
     `InvalidArgumentError`.
     """
     if type(tokens) is array:
         code = tokens.typecode
-        if code == "q" or (code == "i" and token_bytes == 4):
+        if code == "q" and token_bytes == 4:
             if not tokens:
                 return b""
-            if code == "q":
-                a = np.frombuffer(tokens, _U64)
-            else:
-                a = np.frombuffer(tokens, _U32)
-            if token_bytes == 4:
-                if int(a.max()) > MAX_TOKEN_ID_4:
-                    raise _refuse(tokens, 4, "out of range")
-                return tokens.tobytes() if code == "i" else a.astype(_U32).tobytes()
-            if token_bytes == 8:
-                if int(a.max()) > MAX_TOKEN_ID_8:
-                    raise _refuse(tokens, 8, "out of range")
-                return tokens.tobytes()
-            raise InvalidArgumentError(f"token_bytes must be 4 or 8, got {token_bytes!r}")
+            a = np.frombuffer(tokens.tobytes(), _U64)
+            if int(a.max()) > MAX_TOKEN_ID_4:
+                raise _refuse(tokens, 4, "out of range")
+            return a.astype(_U32).tobytes()
+        if (code == "q" and token_bytes == 8) or (code == "i" and token_bytes == 4):
+            data = tokens.tobytes()
+            if not data[token_bytes - 1 if _LITTLE else 0 :: token_bytes].isascii():
+                raise _refuse(tokens, token_bytes, "out of range")
+            return data
     else:
         kind: type = type(tokens)
         if kind is bytes or kind is bytearray or kind is str:
