@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from tests.unicache.support import Driver, residency
 from unicache import CacheConfig, Full, LockReceipt, Node, UniCache
-from unicache.tickets import LoadBackTicket
 
 CONFIGS: dict[str, dict[str, object]] = {
     "full-ps1": {"page_size": 1},
@@ -71,7 +70,6 @@ class Side:
     cache: UniCache
     driver: Driver
     receipts: list[LockReceipt] = field(default_factory=list)
-    tickets: list[LoadBackTicket] = field(default_factory=list)
 
     def step(self, action: str, a: int, b: int) -> object:
         cache = self.cache
@@ -93,8 +91,9 @@ class Side:
                     m.swa_host_tokens, m.mamba_host, m.worth_load_back)
         if action == "lock":
             receipt = cache.lock(cache.match_prefix(tokens).device_node)
+            length = receipt.length
             self.receipts.append(receipt)
-            return receipt.length
+            return length
         if action == "unlock" and self.receipts:
             cache.unlock(self.receipts.pop(b % len(self.receipts)))
         elif action == "load_back":
@@ -102,7 +101,6 @@ class Side:
             t = cache.load_back(m.anchor) if m.needs_load_back else None
             if t is not None:
                 cache.poll()
-                self.tickets.append(t)
                 return t.result().ok
         elif action == "backup":
             nodes = [x for x in cache.nodes() if x.parent is not None]
