@@ -11,10 +11,11 @@ wrapped or truncated.
 
 from __future__ import annotations
 
+import operator
 import sys
 from array import array
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, SupportsIndex, cast
 
 import numpy as np
 
@@ -47,13 +48,18 @@ def token_bytes_for(max_id: int) -> TokenBytes:
     return 4 if max_id <= MAX_TOKEN_ID_4 else 8
 
 
-def _refuse(tokens: Iterable[int], token_bytes: int, cause: str) -> InvalidArgumentError:
-    """The error naming the first token id that is not an int or is outside the width's range."""
+def _refuse(tokens: Iterable[object], token_bytes: int, cause: str) -> InvalidArgumentError:
+    """The error naming the first token id that is not an int or is outside the width's range.
+
+    `tokens` is typed `object` items: the compiled build would reject a
+    non-int item before this could name it.
+    """
     limit = max_token_id(token_bytes)
     for i, t in enumerate(tokens):
-        if not hasattr(t, "__index__"):
+        try:
+            v = operator.index(cast(SupportsIndex, t))
+        except TypeError:
             return InvalidArgumentError(f"token {i} is {t!r}, not an int token id")
-        v = t.__index__()
         if v < 0 or v > limit:
             return TokenIdRangeError(v, i, token_bytes)
     return InvalidArgumentError(f"tokens must be token ids that fit {token_bytes}-byte keys: {cause}")
