@@ -22,6 +22,10 @@ pin sets (the bookkeeping style of the peers), in the same process:
                slots (how the cache tracked them before)
 - bytes/node:  tracemalloc per node, cache tree vs a bare radix tree; and the
                extra bytes of a pinned node (a PinSet holding one lease)
+
+`--token-bytes 4|8` sets the key width of both sides (`CacheConfig.token_bytes`,
+default 4); requests are `array("q")` token sequences, as traces and the SGLang
+harness give them, so width 4 includes narrowing them.
 """
 
 from __future__ import annotations
@@ -49,9 +53,11 @@ from rich.table import Table
 
 from unicache import CacheConfig, Full, ImmediateEngine, UniCache
 from unicache.pools.allocator import SlotAllocator
-from unicache.tree import TOKEN_BYTES, Node, RadixTree, encode_tokens
+from unicache.tree import Node, RadixTree, encode_tokens
 
 EDGE = 16
+TW = [4]
+"""The key width of both sides (`--token-bytes`)."""
 
 
 def _tokens(depth: int, tail: int = 0) -> list[int]:
@@ -66,6 +72,7 @@ def _cache(depth: int, iters: int, policy: str = "write_back") -> UniCache:
         device="cpu",
         kv_width=1,
         history=0,
+        token_bytes=TW[0],  # type: ignore[arg-type]
     )
     cache = UniCache(cfg, ImmediateEngine(copy=False))
     toks = _tokens(depth)
@@ -115,7 +122,7 @@ class _BareColumns:
 
 
 def _bare_tree() -> tuple[RadixTree, _BareColumns]:
-    tree = RadixTree(1)
+    tree = RadixTree(1, token_bytes=TW[0])
     cols = _BareColumns()
     tree.register(Full, cols)
     return tree, cols
@@ -127,7 +134,7 @@ def _bare(depth: int) -> tuple[RadixTree, SlotAllocator, list[int], _BareColumns
     toks = _tokens(depth)
     node = tree.root
     for i in range(depth):
-        node = tree.add_leaf(node, encode_tokens(toks[i * EDGE : (i + 1) * EDGE]))
+        node = tree.add_leaf(node, encode_tokens(toks[i * EDGE : (i + 1) * EDGE], TW[0]))
         cols.dev[node.slot] = alloc.alloc(EDGE)
     return tree, alloc, toks, cols
 
@@ -177,12 +184,13 @@ def bench_match(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     tree, _, _, _ = _bare(depth)
     n = len(toks)
     clock = [0]
+    tw = TW[0]
 
     def ours(_: int) -> None:
         cache.match_prefix(toks)
 
     def base(_: int) -> None:
-        path = tree.walk(encode_tokens(toks), n)[2]
+        path = tree.walk(encode_tokens(toks, tw), n)[2]
         clock[0] += 1
         c = clock[0]
         for x in path:
@@ -197,7 +205,7 @@ def bench_lock(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     node = cache.match_prefix(_tokens(depth)).device_node
     tree, _, toks, _ = _bare(depth)
     pins = _pin_counts(tree)  # the baseline's integer pin per node
-    leaf = tree.walk(encode_tokens(toks), len(toks))[0]
+    leaf = tree.walk(encode_tokens(toks, TW[0]), len(toks))[0]
 
     def ours(_: int) -> None:
         cache.unlock(cache.lock(node))
@@ -225,6 +233,7 @@ def bench_insert(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     start = depth * EDGE
     n = len(seqs[0])
     k = [0, 0]
+    tw = TW[0]
 
     def ours(_: int) -> None:
         s = seqs[k[0]]
@@ -234,10 +243,10 @@ def bench_insert(depth: int, iters: int, repeats: int) -> tuple[float, float]:
         cache.insert(s, pages, start=start)
 
     def base(_: int) -> None:
-        t = encode_tokens(seqs[k[1]])
+        t = encode_tokens(seqs[k[1]], tw)
         k[1] += 1
         node, pos, _path = tree.walk(t, n)
-        leaf = tree.add_leaf(node, t[pos * TOKEN_BYTES :])
+        leaf = tree.add_leaf(node, t[pos * tw :])
         dev[leaf.slot] = alloc.alloc(EDGE)
 
     return _time(ours, iters, repeats), _time(base, iters, repeats)
@@ -255,10 +264,10 @@ def bench_evict(depth: int, iters: int, repeats: int) -> tuple[float, float]:
     cache.poll()
     tree, alloc, toks, cols = _bare(depth)
     dev, host = cols.dev, cols.host
-    bottom = tree.walk(encode_tokens(toks), len(toks))[0]
+    bottom = tree.walk(encode_tokens(toks, TW[0]), len(toks))[0]
     heap: list[tuple[int, int, Node]] = []
     for i in range(total):
-        leaf = tree.add_leaf(bottom, encode_tokens([100_000 + i + 1] * EDGE))
+        leaf = tree.add_leaf(bottom, encode_tokens([100_000 + i + 1] * EDGE, TW[0]))
         dev[leaf.slot] = alloc.alloc(EDGE)
         host[leaf.slot] = array("i")
         leaf.last_access = i
@@ -292,7 +301,7 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
     tree, alloc, btoks, cols = _bare(depth)
     dev, host = cols.dev, cols.host
     pins = _pin_counts(tree)  # the baseline's integer pin per node
-    bleaf = tree.walk(encode_tokens(btoks), len(btoks))[0]
+    bleaf = tree.walk(encode_tokens(btoks, TW[0]), len(btoks))[0]
     host[bleaf.slot] = array("i", range(EDGE))
 
     def evict() -> None:
@@ -335,7 +344,8 @@ def bench_load_back(depth: int, iters: int, repeats: int) -> tuple[float, float]
 
 
 def bytes_per_node(nodes: int) -> dict[str, float]:
-    cfg = CacheConfig(device_tokens=(nodes + 1) * EDGE, device="cpu", kv_width=1, history=0)
+    cfg = CacheConfig(device_tokens=(nodes + 1) * EDGE, device="cpu", kv_width=1, history=0,
+                      token_bytes=TW[0])  # type: ignore[arg-type]
     cache = UniCache(cfg, ImmediateEngine(copy=False))
     seqs = [[i + 1] * EDGE for i in range(nodes)]
     pages = [cache.alloc_device(Full, EDGE) for _ in range(nodes)]
@@ -350,7 +360,7 @@ def bytes_per_node(nodes: int) -> dict[str, float]:
     plain = [list(range(EDGE)) for _ in range(nodes)]
     before = tracemalloc.get_traced_memory()[0]
     for s, p in zip(seqs, plain):
-        leaf = tree.add_leaf(tree.root, encode_tokens(s))
+        leaf = tree.add_leaf(tree.root, encode_tokens(s, TW[0]))
         cols.dev[leaf.slot] = p
     bare = (tracemalloc.get_traced_memory()[0] - before) / nodes
     leaves = [cache.match_prefix(s).device_node for s in seqs]
@@ -464,10 +474,13 @@ def main() -> None:
     ap.add_argument("--builds", type=str, default=None,
                     help="comma-separated builds to compare, each in its own process: pure,compiled")
     ap.add_argument("--rounds", type=int, default=1, help="with --builds: alternating rounds (medians reported)")
+    ap.add_argument("--token-bytes", type=int, choices=(4, 8), default=4,
+                    help="key width of both sides (CacheConfig.token_bytes; default 4)")
     args = ap.parse_args()
+    TW[0] = args.token_bytes
     if args.builds:
-        compare_builds(args.builds.split(","), ["--iters", str(args.iters), "--repeats", str(args.repeats)],
-                       args.rounds)
+        compare_builds(args.builds.split(","), ["--iters", str(args.iters), "--repeats", str(args.repeats),
+                                                "--token-bytes", str(args.token_bytes)], args.rounds)
         return
     benches: list[tuple[str, Callable[[int, int, int], tuple[float, float]]]] = [
         ("match", bench_match),
@@ -477,7 +490,7 @@ def main() -> None:
         ("load-back+ack", bench_load_back),
         ("alloc+free", bench_alloc),
     ]
-    table = Table(title="unicache core: mean ns per op (median of repeats)")
+    table = Table(title=f"unicache core: mean ns per op (median of repeats), {TW[0]}-byte keys")
     for col in ("op", "depth", "unicache ns", "baseline ns", "ratio"):
         table.add_column(col, justify="right" if col != "op" else "left")
     results: list[dict[str, object]] = []

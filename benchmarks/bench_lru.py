@@ -79,8 +79,8 @@ def build(n: int, touched: float, seed: int) -> tuple[list[Node], list[Node]]:
     rng = random.Random(seed)
     parents, leaves = [], []
     for i in range(n):
-        p = tree.add_leaf(tree.root, encode_tokens([i + 1]))
-        x = tree.add_leaf(p, encode_tokens([0]))
+        p = tree.add_leaf(tree.root, encode_tokens([i + 1], tree.token_bytes))
+        x = tree.add_leaf(p, encode_tokens([0], tree.token_bytes))
         p.last_access = 2 * i
         x.last_access = 2 * i + 1
         parents.append(p)

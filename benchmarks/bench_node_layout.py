@@ -29,7 +29,8 @@ from unicache.components.store import ComponentStore
 from unicache.components.swa import SWAStore
 from unicache.markers import SWA, Full, Mamba
 from unicache.pools.allocator import SlotAllocator
-from unicache.tree.node import Node, encode_tokens
+from unicache.tree.keys import encode_tokens
+from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree
 
 FLAT_SLOTS = 21
@@ -84,7 +85,7 @@ def _tree(n: int, components: tuple[type, ...]) -> object:
         tree.register(st.marker, st)
     pages = [0]
     for i in range(n):
-        leaf = tree.add_leaf(tree.root, encode_tokens((i + 1,)))
+        leaf = tree.add_leaf(tree.root, encode_tokens((i + 1,), tree.token_bytes))
         for st in stores:
             if isinstance(st, MambaStore):
                 st.set_device_state(leaf, 1_000 + i)

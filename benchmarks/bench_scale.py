@@ -8,8 +8,11 @@ replayed in windows until the tree holds `--max-nodes` nodes: window `w` is
 the whole trace with every token id offset by `w << 32`, a new tenant whose
 prompts share prefixes among themselves exactly as the trace's do, so the
 tree keeps the trace's shape and grows by one trace's worth of nodes per
-window. Each request is handled as an engine would (match, lock, allocate,
-insert, unlock), on one Full-only write_back cache (page size
+window. The offsets take ids past 2**31, so the cache keys 8-byte token ids
+(`CacheConfig.token_bytes=8`; the default 4 holds ids below 2**31 and halves
+the key bytes of the bytes-per-node figures). Each request is handled as an
+engine would (match, lock, allocate, insert, unlock), on one Full-only
+write_back cache (page size
 `--tokens-per-block`, one page per trace block, immediate engine without byte
 copies, leases and runtime checks on, ledger history off) sized so that only
 the measured evictions evict.
@@ -396,7 +399,7 @@ def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> d
 def new_cache(capacity_tokens: int, page: int) -> UniCache:
     cfg = CacheConfig(
         device_tokens=capacity_tokens, page_size=page, host_ratio=1.0, write_policy="write_back",
-        device="cpu", kv_width=1, dtype="int8", history=0,
+        device="cpu", kv_width=1, dtype="int8", history=0, token_bytes=8,
     )
     return UniCache(cfg, ImmediateEngine(copy=False))
 

@@ -3,6 +3,7 @@
     python benchmarks/peer_sglang.py [--harness ../shared/bench/sglang_harness.py]
         [--sglang-venv /tmp/sglang-venv] [--rounds 3] [--configs full/1,full/16,full+mamba/1]
         [--policies write_back,write_through] [--builds pure,compiled] [--no-memory] [--json PATH]
+        [--token-bytes 4|8]
 
 For every configuration it alternates, round by round, our replay on each
 build (`pure` in this process; `compiled`, the default whenever `make setup`
@@ -29,7 +30,10 @@ hook: `DeviceRoom.evict_ns`).
 
 On our side leases, pin sets and the runtime checks stay on: the ledger runs
 at its cheapest setting (no event ring, no sites), as a production engine
-would, and every pin is still a lease.
+would, and every pin is still a lease. Our keys take `--token-bytes` bytes a
+token id (`CacheConfig.token_bytes`, default 4: the harness's ids are
+vocabulary ids below 150,000); our side narrows the harness's `array("q")`
+requests inside the timed `match_prefix` / `insert`.
 """
 
 from __future__ import annotations
@@ -107,10 +111,17 @@ class PeerConfig:
     components: str
     page_size: int
     policy: str
+    token_bytes: int = 4
 
     @property
     def label(self) -> str:
-        return f"{self.components.upper()}/ps{self.page_size}/{self.policy}"
+        keys = "" if self.token_bytes == 4 else f"/keys{self.token_bytes}"
+        return f"{self.components.upper()}/ps{self.page_size}/{self.policy}{keys}"
+
+    @property
+    def spec(self) -> str:
+        """The `--worker` form of this configuration."""
+        return f"{self.components}/{self.page_size}/{self.policy}/{self.token_bytes}"
 
     @property
     def mamba(self) -> bool:
@@ -172,6 +183,7 @@ def build_ours(cfg: PeerConfig, device_tokens: int) -> UniCache:
         mamba_width=1,
         device="cpu",
         history=0,
+        token_bytes=4 if cfg.token_bytes == 4 else 8,
     ), ImmediateEngine(copy=False))
 
 
@@ -386,7 +398,7 @@ def run_ours_in(build: str, harness: Path, cfg: PeerConfig, *, memory: bool = Fa
     root = COMPILED
     env = dict(os.environ, PYTHONPATH=str(root), UNICACHE_BUILD="compiled")
     cmd = [sys.executable, str(root / "benchmarks" / "peer_sglang.py"), "--harness", str(harness),
-           "--worker", f"{cfg.components}/{cfg.page_size}/{cfg.policy}"] + (["--worker-memory"] if memory else [])
+           "--worker", cfg.spec] + (["--worker-memory"] if memory else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)
     if proc.returncode != 0:
         raise RuntimeError(f"compiled worker failed for {cfg.label}:\n{proc.stderr[-3000:]}")
@@ -397,8 +409,8 @@ def run_ours_in(build: str, harness: Path, cfg: PeerConfig, *, memory: bool = Fa
 
 
 def _worker(harness: Path, spec: str, memory: bool) -> None:
-    comp, ps, policy = spec.split("/")
-    cfg = PeerConfig(comp, int(ps), policy)
+    comp, ps, policy, tb = spec.split("/")
+    cfg = PeerConfig(comp, int(ps), policy, int(tb))
     tokens, _, device = workload(load_harness(harness), 0, cfg.page_size)
     run = run_ours(cfg, tokens, device, memory=memory)
     print(json.dumps({"build": loaded_build(), **_run_to_json(run)}))
@@ -420,6 +432,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="our builds to run: pure,compiled (default: both when build/compiled is compiled)")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory runs")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--token-bytes", type=int, choices=(4, 8), default=4,
+                        help="our key width (CacheConfig.token_bytes; default 4)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-memory", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -438,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     python = ensure_sglang_venv(args.sglang_venv, harness_path)
     console = Console(width=220)
     configs = [
-        PeerConfig(comp, int(ps), policy)
+        PeerConfig(comp, int(ps), policy, args.token_bytes)
         for spec in args.configs.split(",")
         for comp, ps in [spec.split("/")]
         for policy in args.policies.split(",")

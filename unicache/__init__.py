@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from unicache.markers import COMPONENTS, SWA, Component, Full, Mamba
-from unicache.config import CacheConfig, WritePolicy
+from unicache.config import CacheConfig, TokenBytes, WritePolicy
 from unicache.counters import CacheCounters
 from unicache.errors import (
     CacheError,
@@ -24,6 +24,7 @@ from unicache.errors import (
     InvalidSlotError,
     TicketNotLiveError,
     TicketPendingError,
+    TokenIdRangeError,
     UnknownNodeError,
     UnknownTicketError,
 )
@@ -108,6 +109,8 @@ __all__ = [
     "TicketNotLiveError",
     "TicketPendingError",
     "TicketStatus",
+    "TokenBytes",
+    "TokenIdRangeError",
     "TimedOut",
     "Tier",
     "TransferEngine",

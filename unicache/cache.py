@@ -62,7 +62,8 @@ from unicache.ticket_table import QuarantineRecord, TicketTable
 from unicache.tickets import LoadBackTicket, LockReceipt, Ticket
 from unicache.transfer.base import Ack, Tier, TransferEngine
 from unicache.transfer.immediate import ImmediateEngine
-from unicache.tree.node import TOKEN_BYTES, Node, encode_tokens
+from unicache.tree.keys import encode_tokens
+from unicache.tree.node import Node
 from unicache.tree.pins import covered
 from unicache.tree.radix import RadixTree
 
@@ -106,7 +107,9 @@ class UniCache:
         """The configured components, highest eviction priority first."""
         tickets = self.ticket_table = TicketTable()
         splits = SplitCarrier(ledger, counters, comps)
-        tree = self._tree = RadixTree(ps, count(1), owner=self, on_split=splits.on_split)
+        tree = self._tree = RadixTree(
+            ps, count(1), owner=self, on_split=splits.on_split, token_bytes=config.token_bytes
+        )
         comps.attach(tree)
         removal = NodeRemoval(tree, comps)
         blocks = BlockLog(comps, counters, reasons, ledger)
@@ -258,11 +261,12 @@ class UniCache:
         anything changes.
         """
         self.ledger.check_thread("insert")
-        tb = encode_tokens(tokens)
+        tw = self._tree.token_bytes
+        tb = encode_tokens(tokens, tw)
         fs = list(full_slots)
         ss = list(swa_slots) if swa_slots is not None else None
         ins = self._inserter
-        ins.take_request_slots(len(tb) // TOKEN_BYTES, start, fs, ss, mamba_slot)
+        ins.take_request_slots(len(tb) // tw, start, fs, ss, mamba_slot)
         return ins.insert(tb, fs, start, ss, mamba_slot, mamba_donate)
 
     def load_back(self, anchor: Node) -> LoadBackTicket | None:

@@ -11,6 +11,8 @@ from unicache.markers import SWA, Component, Full, Mamba
 from unicache.errors import ConfigError
 
 WritePolicy = Literal["write_through", "write_back"]
+TokenBytes = Literal[4, 8]
+"""Bytes a token id takes in a tree's keys (see `CacheConfig.token_bytes`)."""
 
 _DTYPES = frozenset(
     {"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64"}
@@ -32,6 +34,12 @@ class CacheConfig:
     `host_tokens`/`host_ratio`: give at most one; the host capacity of every
     component defaults to `ratio * device` (ratio 2.0 when neither is given),
     floored to whole pages. Device capacities must be whole pages.
+
+    `token_bytes`: bytes a token id takes in the tree's keys. 4 (the default)
+    holds ids 0..2**31-1, every vocabulary served, at half the key memory of
+    8, which holds ids 0..2**63-1 (for callers whose ids are not vocabulary
+    indices, like offset or hashed ids). An id outside the range raises
+    `TokenIdRangeError` at `match_prefix` / `insert`, never wraps.
     """
 
     device_tokens: int
@@ -51,6 +59,7 @@ class CacheConfig:
     kv_width: int = 8
     mamba_width: int = 16
     dtype: str = "float32"
+    token_bytes: TokenBytes = 4
     device: str = "auto"
     ledger_name: str = "unicache"
     strict: bool = False
@@ -111,6 +120,9 @@ class CacheConfig:
             raise ConfigError("load_back_threshold", f"must be an int >= 0, got {lbt!r}")
         _positive_int("kv_width", self.kv_width)
         _positive_int("mamba_width", self.mamba_width)
+        tb: object = self.token_bytes
+        if isinstance(tb, bool) or not isinstance(tb, int) or tb not in get_args(TokenBytes):
+            raise ConfigError("token_bytes", f"must be 4 (token ids below 2**31) or 8 (below 2**63), got {tb!r}")
         if self.dtype not in _DTYPES:
             raise ConfigError("dtype", f"must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
         d = self.device

@@ -28,6 +28,26 @@ class InvalidArgumentError(CacheError, ValueError):
     """An operation got arguments it cannot act on (lengths, alignment, components)."""
 
 
+class TokenIdRangeError(InvalidArgumentError):
+    """A token id does not fit the cache's key width (`CacheConfig.token_bytes`); never wrapped.
+
+    `position` is the id's index in the tokens given (None when the id was
+    not read from a sequence).
+    """
+
+    def __init__(self, token_id: int, position: int | None, token_bytes: int) -> None:
+        limit = (1 << (8 * token_bytes - 1)) - 1
+        where = "" if position is None else f" at position {position}"
+        hint = " (token_bytes=8 holds ids up to 2**63-1)" if token_bytes == 4 and 0 <= token_id <= (1 << 63) - 1 else ""
+        super().__init__(
+            f"token id {token_id}{where} is outside 0..{limit}, the range of "
+            f"{token_bytes}-byte keys{hint}"
+        )
+        self.token_id = token_id
+        self.position = position
+        self.token_bytes = token_bytes
+
+
 class UnknownNodeError(CacheError, KeyError):
     """A node handle that is not a live node of this cache (removed, reset, or foreign)."""
 

@@ -16,7 +16,7 @@ from unicache.owners import LeaseOwner
 from unicache.results import TicketStatus
 from unicache.tickets import BackupTicket, LoadBack
 from unicache.transfer.base import Tier
-from unicache.tree.node import TOKEN_BYTES, Node
+from unicache.tree.node import Node
 from unicache.tree.pins import covered
 from unicache.view import CacheView
 
@@ -135,6 +135,9 @@ def _check_structure(cache: CacheView, nodes: list[Node], ps: int, r: SanityRepo
     for nid, k in ids.items():
         if k > 1:
             r.add("ids", f"node id {nid} appears {k} times")
+    tw = cache.config.token_bytes
+    if cache.root.tree.token_bytes != tw:
+        r.add("links", f"the tree keys {cache.root.tree.token_bytes}-byte token ids, the config says {tw}")
     for x in nodes:
         if not x.alive or x.tree.owner is not cache:
             r.add("links", "reachable node is dead or belongs to another cache", node=x)
@@ -143,11 +146,11 @@ def _check_structure(cache: CacheView, nodes: list[Node], ps: int, r: SanityRepo
             if x is not cache.root:
                 r.add("links", "a node without parent that is not the root", node=x)
             continue
-        klen, rest = divmod(len(x.kb), TOKEN_BYTES)
+        klen, rest = divmod(len(x.kb), tw)
         if rest or not klen or klen % ps:
             r.add("links", f"key of {len(x.kb)} bytes is not a positive number of pages", node=x)
             continue
-        if parent.children.get(x.kb[: ps * TOKEN_BYTES]) is not x:
+        if parent.children.get(x.kb[: ps * tw]) is not x:
             r.add("links", f"parent {parent.id} does not list this node under its key", node=x)
         if x.start != parent.end or x.end != x.start + klen:
             r.add("links", f"positions [{x.start}, {x.end}) after parent end {parent.end}", node=x)

@@ -68,10 +68,37 @@ def test_deep_json_is_refused_cleanly(doc: Doc) -> None:
     ("mamba", 1, "expected a bool"),
     ("write_policy", "sometimes", "expected one of write_back, write_through"),
     ("host_ratio", 0, "finite number > 0"),
+    ("token_bytes", 2, "expected 4 or 8 (bytes a token id takes in the keys), got 2"),
+    ("token_bytes", True, "expected 4 or 8"),
+    ("token_bytes", "4", "expected 4 or 8"),
 ])
 def test_configuration_ranges(doc: Doc, key: str, value: object, message: str) -> None:
     doc["config"][key] = value
     _refused(doc, f"config.{key}", message)
+
+
+def test_key_ids_must_fit_the_recorded_width(doc: Doc) -> None:
+    assert doc["config"]["token_bytes"] == 4 and CrashDump.from_json(copy.deepcopy(doc)).token_bytes == 4
+    node = next(i for i, n in enumerate(doc["tree"]["nodes"]) if n["key"])
+    wide = copy.deepcopy(doc)
+    wide["tree"]["nodes"][node]["key"][-1] = 2**31
+    _refused(wide, f"tree.nodes[{node}].key[{len(doc['tree']['nodes'][node]['key']) - 1}]",
+             "token id 2147483648 is outside 0..2147483647, the range of the dump's 4-byte keys")
+    wide["config"]["token_bytes"] = 8
+    assert CrashDump.from_json(copy.deepcopy(wide)).token_bytes == 8
+    negative = copy.deepcopy(wide)
+    negative["tree"]["nodes"][node]["key"][0] = -1
+    _refused(negative, f"tree.nodes[{node}].key[0]", "token id -1 is outside 0..9223372036854775807")
+
+
+def test_a_dump_from_before_the_key_width_reads_as_8_bytes(doc: Doc) -> None:
+    """Dumps written before `token_bytes` existed had 8-byte keys: they load, and hold ids up to 2**63-1."""
+    del doc["config"]["token_bytes"]
+    node = next(i for i, n in enumerate(doc["tree"]["nodes"]) if n["key"])
+    doc["tree"]["nodes"][node]["key"][-1] = 2**40
+    dump = CrashDump.from_json(copy.deepcopy(doc))
+    assert dump.token_bytes == 8 and "token_bytes" not in dump.config
+    assert dump.to_json() == doc
 
 
 def test_non_finite_numbers_are_refused(doc: Doc) -> None:

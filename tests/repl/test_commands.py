@@ -30,6 +30,16 @@ def test_new_reports_config(repl: RunRepl) -> None:
                                                                                                  "write_through")
 
 
+def test_key_width_option(repl: RunRepl) -> None:
+    run = repl("new\n!match 1 2 2147483648\nnew --token-bytes 8\ninsert 1 2 2147483648\nmatch 1 2 2147483648\n")
+    default, wide = [e for e in run.out if e["cmd"] == "new"]
+    assert default["config"]["token_bytes"] == 4 and wide["config"]["token_bytes"] == 8
+    refused, found = [e for e in run.out if e["cmd"] == "match"]
+    assert not refused["ok"] and refused["error"]["type"] == "TokenIdRangeError"
+    assert "token id 2147483648 at position 2" in refused["error"]["message"]
+    assert found["ok"] and found["device_len"] == 3
+
+
 def test_insert_and_match(repl: RunRepl) -> None:
     run = repl(FULL_MAMBA + """\
         insert 1..8

@@ -30,6 +30,7 @@ from unicache.errors import (
     ForeignObjectError,
     InvalidArgumentError,
     InvalidSlotError,
+    TokenIdRangeError,
     UnknownNodeError,
     UnknownTicketError,
 )
@@ -39,14 +40,14 @@ from unicache.transfer.simulated import FaultSpec, SimulatedEngine
 
 CONFIGS: dict[str, dict[str, object]] = {
     "full-wb-ps1": {"page_size": 1},
-    "full-wt-ps4": {"page_size": 4, "write_policy": "write_through"},
+    "full-wt-ps4": {"page_size": 4, "write_policy": "write_through", "token_bytes": 8},
     "full-wb-async-ps4": {"page_size": 4, "sync_write_back": False},
     "swa-wb-ps4": {"page_size": 4, "swa_window": 8},
     "swa-wt-ps1": {"page_size": 1, "swa_window": 4, "write_policy": "write_through"},
     "mamba-wb-async-ps1": {"page_size": 1, "mamba": True, "mamba_device_slots": 6,
                            "sync_write_back": False},
     "mamba-wt-ps4": {"page_size": 4, "mamba": True, "mamba_device_slots": 6,
-                     "write_policy": "write_through"},
+                     "write_policy": "write_through", "token_bytes": 8},
 }
 
 ACTIONS = ("serve", "serve", "lock", "unlock", "load_back", "settle", "tick", "tick", "evict",
@@ -273,6 +274,7 @@ def _bad_inserts(w: World, ps: int) -> None:
     if ps > 1:
         refused(cache, "insert(partial page)", lambda: cache.insert(tokens[:-1], [], swa_slots=one),
                 InvalidArgumentError)
+    _bad_token_ids(w, ps)
     got = cache.alloc_device(Full, 2)
     if got is None:
         return
@@ -289,6 +291,31 @@ def _bad_inserts(w: World, ps: int) -> None:
         refused(cache, "insert(foreign mamba slot)", lambda: cache.insert(two, got, mamba_slot=10**6),
                 InvalidSlotError, (10**6,))
     cache.free_device(Full, got)
+
+
+def _bad_token_ids(w: World, ps: int) -> None:
+    """An id the key width cannot hold (or a negative one) is refused by match and insert, naming it."""
+    cache = w.cache
+    tw = cache.config.token_bytes
+    too_big = 1 << (8 * tw - 1)
+    seqs = [s for s in w.served if len(s) >= 2 * ps][:1] + [_tokens(6, 2, ps)]
+    for seq in seqs:
+        for bad in (too_big, -1):
+            pos = len(seq) - 1
+            tokens = seq[:pos] + [bad]
+            err = refused(cache, f"match_prefix(id {bad})", lambda: cache.match_prefix(tokens),
+                          TokenIdRangeError, (bad, f"position {pos}", f"{tw}-byte"))
+            assert isinstance(err, TokenIdRangeError) and (err.token_id, err.position) == (bad, pos)
+            got = cache.alloc_device(Full, len(tokens) // ps)
+            if got is None:
+                continue
+            swa = cache.alloc_device(SWA, len(got)) if cache.config.swa_window is not None else None
+            if cache.config.swa_window is None or swa is not None:
+                refused(cache, f"insert(id {bad})", partial(cache.insert, tokens, got, swa_slots=swa),
+                        TokenIdRangeError, (bad, f"position {pos}"))
+            if swa is not None:
+                cache.free_device(SWA, swa)
+            cache.free_device(Full, got)
 
 
 def _foreign_thread(w: World) -> None:
@@ -326,7 +353,7 @@ def _foreign_thread(w: World) -> None:
     foreign(cache, "free_device", lambda: cache.free_device(Full, got))
     extra = cache.alloc_device(SWA, 2) if cache.config.swa_window is not None else None
     if cache.config.swa_window is None or extra is not None:
-        for seq in ([_tokens(5, 2, ps)] + [s[:-ps] + [-1] * ps for s in w.served if len(s) >= 2 * ps][:1]):
+        for seq in ([_tokens(5, 2, ps)] + [s[:-ps] + [10**6] * ps for s in w.served if len(s) >= 2 * ps][:1]):
             start = len(seq) - 2 * ps
             m = cache.match_prefix(seq)
             if start and m.device_len < start:

@@ -8,9 +8,9 @@ from unicache.tree.lru import LazyLRU
 
 def test_order_ties_and_lazy_touch() -> None:
     t = RadixTree(1)
-    a = t.add_leaf(t.root, encode_tokens([1, 2]))
-    b = t.add_leaf(a, encode_tokens([3]))
-    c = t.add_leaf(t.root, encode_tokens([9]))
+    a = t.add_leaf(t.root, encode_tokens([1, 2], 4))
+    b = t.add_leaf(a, encode_tokens([3], 4))
+    c = t.add_leaf(t.root, encode_tokens([9], 4))
     for x, clk in ((a, 5), (b, 5), (c, 3)):
         x.last_access = clk
     lru = LazyLRU(1)

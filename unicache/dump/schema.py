@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from unicache.dump.config_rules import check_config
+from unicache.dump.config_rules import check_config, dump_token_bytes
 from unicache.dump.decode import JSON, JSONObject, Record, decode, is_int, type_name
 from unicache.dump.errors import DumpError, DumpFormatError, DumpVersionError
 from unicache.dump.records import (
@@ -141,11 +141,17 @@ class CrashDump:
         _check_tag(data)
         doc = decode(_Document, data, "")
         check_config(doc.config, "config")
+        token_bytes = dump_token_bytes(doc.config)
+        top = (1 << (8 * token_bytes - 1)) - 1
         nodes: dict[int, DumpNode] = {}
         for i, node in enumerate(doc.tree.nodes):
             where = f"tree.nodes[{i}]"
             if node.id in nodes:
                 raise DumpFormatError(f"{where}.id", f"duplicate node id {node.id}")
+            if node.key and not 0 <= min(node.key) <= max(node.key) <= top:
+                k, bad = next((k, t) for k, t in enumerate(node.key) if not 0 <= t <= top)
+                raise DumpFormatError(f"{where}.key[{k}]", f"node {node.id}: token id {bad} is outside 0..{top}, "
+                                                            f"the range of the dump's {token_bytes}-byte keys")
             extra_comps = sorted(set(node.components) - set(doc.components))
             if extra_comps:
                 raise DumpFormatError(f"{where}.components",
@@ -301,6 +307,11 @@ class CrashDump:
             node = self.nodes[node.parent]
         out.reverse()
         return out
+
+    @property
+    def token_bytes(self) -> int:
+        """Bytes a token id took in the dumped cache's keys (8 for a dump from before the setting)."""
+        return dump_token_bytes(self.config)
 
     def tokens(self, node_id: int) -> tuple[int, ...]:
         """The token prefix ending at `node_id`."""

@@ -198,7 +198,11 @@ class DataOracle:
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         first = offsets[:-1]
-        tokens = np.frombuffer(b"".join(x.kb for x in nodes), dtype=np.int64)
+        keys = b"".join(x.kb for x in nodes)
+        if self.cache.config.token_bytes == 4:
+            tokens = np.frombuffer(keys, dtype=np.int32).astype(np.int64)
+        else:
+            tokens = np.frombuffer(keys, dtype=np.int64)
         owner = np.repeat(np.arange(n), lengths)
         starts = np.fromiter((x.start for x in nodes), dtype=np.int64, count=n)
         positions = np.arange(tokens.shape[0], dtype=np.int64) + (starts - first)[owner]

@@ -44,6 +44,7 @@ from unicache.traces.loader import MOONCAKE, TraceSpec, load_trace, trace_format
 from unicache.traces.mooncake import MOONCAKE_BLOCK_TOKENS
 from unicache.traces.request import Trace
 from unicache.transfer.simulated import FaultSpec
+from unicache.tree.keys import token_bytes_for
 
 COMPONENT_NAMES: tuple[str, ...] = ("full", "swa", "mamba")
 DEFAULT_TOKENS_PER_BLOCK = 512
@@ -199,7 +200,12 @@ def auto_device_tokens(trace: Trace, ratio: float, page_size: int) -> int:
 
 
 def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
-    """The cache configuration a replay of ``trace`` with ``opts`` uses."""
+    """The cache configuration a replay of ``trace`` with ``opts`` uses.
+
+    Its keys are 4 bytes a token id when every prompt id of the trace is
+    below 2**31 (the Mooncake loader's ids always are; the engine decodes
+    ids below its vocabulary), else 8 (an explicit-token trace with larger ids).
+    """
     device = opts.device_tokens if opts.device_tokens is not None else auto_device_tokens(
         trace, opts.hicache_ratio, opts.page_size)
     swa = "swa" in opts.components
@@ -216,6 +222,7 @@ def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
         kv_width=opts.kv_width,
         mamba_width=opts.mamba_width,
         dtype="int32",
+        token_bytes=token_bytes_for(trace.max_token_id),
         strict=opts.strict,
         debug=opts.debug,
         history=opts.history,

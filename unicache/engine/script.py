@@ -53,7 +53,8 @@ def new_command(config: CacheConfig) -> str:
              "--write-through-threshold", str(config.write_through_threshold),
              "--load-back-threshold", str(config.load_back_threshold),
              "--kv-width", str(config.kv_width), "--mamba-width", str(config.mamba_width),
-             "--dtype", config.dtype, "--device", "cpu", "--transfer", "manual"]
+             "--dtype", config.dtype, "--token-bytes", str(config.token_bytes), "--device", "cpu",
+             "--transfer", "manual"]
     if config.host_tokens is not None:
         parts += ["--host-tokens", str(config.host_tokens)]
     else:

@@ -44,6 +44,7 @@ from unicache.transfer.base import Tier
 from unicache.transfer.base import TransferEngine
 from unicache.transfer.simulated import FAULT_KINDS, FaultSpec, SimulatedEngine
 from unicache.transfer.threaded import ThreadedEngine
+from unicache.tree.keys import token_bytes_for
 
 COMPONENT_SETS: tuple[tuple[str, ...], ...] = (
     ("full",), ("full", "mamba"), ("full", "swa"), ("full", "swa", "mamba"),
@@ -235,13 +236,15 @@ def build_world(sc: Scenario) -> World:
     swa = "swa" in sc.components
     mamba = "mamba" in sc.components
     load_back_threshold = random.Random(sc.seed * 104729 + 3).choice((0, 0, ps, 4 * ps, 16 * ps))
+    # Keys of either width (the tree must behave the same); drawn apart from `rng` so seeds keep their runs.
+    key_width = max(random.Random(sc.seed * 7919 + 11).choice((4, 8)), token_bytes_for(trace.max_token_id))
     config = CacheConfig(
         device_tokens=device, page_size=ps, host_ratio=rng.choice((1.5, 2.0, 4.0)),
         load_back_threshold=load_back_threshold,
         swa_window=rng.randint(2, 12) * ps if swa else None, mamba=mamba,
         mamba_device_slots=rng.randint(8, 16), write_policy=sc.write_policy, sync_write_back=sc.sync_write_back,
         write_through_threshold=rng.randint(1, 2), kv_width=2, mamba_width=3, dtype="int32",
-        device="cpu", strict=False, debug=True, history=4096, ledger_name=f"sim-seed{sc.seed}",
+        token_bytes=4 if key_width == 4 else 8, device="cpu", strict=False, debug=True, history=4096, ledger_name=f"sim-seed{sc.seed}",
     )
     engine = EngineConfig(max_running=rng.randint(2, 6), decode_per_step=rng.randint(1, 3),
                           check_every=sc.full_check_every, tree_check_every=sc.full_check_every,

@@ -42,7 +42,7 @@ from unicache.engine.errors import InvariantError
 from unicache.engine.oracle import DataOracle
 from unicache.markers import SWA, Full, Mamba
 from unicache.transfer.base import Tier
-from unicache.tree.node import TOKEN_BYTES, Node
+from unicache.tree.node import Node
 
 _MARKERS: tuple[type, ...] = (Full, SWA, Mamba)
 Fingerprint = tuple[object, ...]
@@ -160,11 +160,12 @@ class StepCheck:
         assert parent is not None
         if not x.alive or x.tree.owner is not cache:
             raise InvariantError(step, f"node {x.id} is reachable but dead or of another cache")
-        klen, rest = divmod(len(x.kb), TOKEN_BYTES)
+        tw = cache.config.token_bytes
+        klen, rest = divmod(len(x.kb), tw)
         if rest or not klen or klen % ps or x.end != x.start + klen or x.start != parent.end:
             raise InvariantError(step, f"node {x.id}: key of {len(x.kb)} bytes at [{x.start}, {x.end}) "
                                        f"after parent end {parent.end}")
-        if parent.children.get(x.kb[: ps * TOKEN_BYTES]) is not x:
+        if parent.children.get(x.kb[: ps * tw]) is not x:
             raise InvariantError(step, f"node {x.id}: parent {parent.id} does not list it under its key")
         pages = klen // ps
         for store in cache.components.configured:

@@ -15,7 +15,7 @@ from unicache.pools.pools import PoolSet
 from unicache.reasons import Reason, ReasonKind, ReasonLog
 from unicache.results import InsertResult, MambaOutcome
 from unicache.transfer.base import CopyOp, Tier
-from unicache.tree.node import TOKEN_BYTES, Node
+from unicache.tree.node import Node
 from unicache.tree.pins import backup_in_flight
 from unicache.tree.radix import RadixTree, common_pages
 
@@ -77,10 +77,11 @@ class Inserter:
         the rest. See docs/cache.md for the Mamba modes.
         """
         ps = self._ps
-        n = len(tb) // TOKEN_BYTES
+        tree = self._tree
+        tw = tree.token_bytes
+        n = len(tb) // tw
         if mamba_slot is not None and mamba_donate:
             self._components.mamba.device.adopt((mamba_slot,))
-        tree = self._tree
         fd = self._components.full.device
         clk = self._tree.tick()
         node = self._tree.root
@@ -97,7 +98,7 @@ class Inserter:
         sdev = swa.dev
         w = tree.page_bytes
         while pos < n:
-            pb = pos * TOKEN_BYTES
+            pb = pos * tw
             child = node.children.get(tb[pb : pb + w])
             if child is None:
                 if pos < start:
@@ -120,7 +121,7 @@ class Inserter:
                 break
             klen = child.end - child.start
             if not tb.startswith(child.kb, pb):
-                klen = common_pages(tb[pb:], child.kb, w) // TOKEN_BYTES
+                klen = common_pages(tb[pb:], child.kb, w) // tw
                 child = tree.split(child, klen)
             if pos < start < pos + klen:
                 klen = start - pos

@@ -8,14 +8,14 @@ from unicache.components.catalog import ComponentSet
 from unicache.components.swa import window_nodes
 from unicache.counters import CacheCounters
 from unicache.results import MatchResult
-from unicache.tree.node import TOKEN_BYTES, encode_tokens
+from unicache.tree.keys import encode_tokens
 from unicache.tree.radix import RadixTree
 
 
 class Matcher:
     """Walks the tree for a request's tokens and says what is on device and what a load-back adds."""
 
-    __slots__ = ("_tree", "_components", "_counters", "_ps", "_swa", "_window", "_mamba", "_lb_threshold")
+    __slots__ = ("_tree", "_components", "_counters", "_ps", "_tw", "_swa", "_window", "_mamba", "_lb_threshold")
 
     def __init__(
         self,
@@ -30,6 +30,7 @@ class Matcher:
         self._components = components
         self._counters = counters
         self._ps = page_size
+        self._tw = tree.token_bytes
         self._swa = components.has_swa
         self._window = window
         self._mamba = components.has_mamba
@@ -37,8 +38,9 @@ class Matcher:
 
     def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
         """Longest cached prefix of `tokens` (whole pages), on device and after a load-back."""
-        tb = encode_tokens(tokens)
-        n = len(tb) // TOKEN_BYTES
+        tw = self._tw
+        tb = encode_tokens(tokens, tw)
+        n = len(tb) // tw
         n -= n % self._ps
         _, matched, path = self._tree.walk(tb, n)
         clk = self._tree.tick()

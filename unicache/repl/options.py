@@ -37,6 +37,8 @@ def add_cache_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-width", type=int, default=None, metavar="N", help="elements per token row (default 4)")
     g.add_argument("--mamba-width", type=int, default=None, metavar="N", help="elements per Mamba state (default 4)")
     g.add_argument("--dtype", default="float32")
+    g.add_argument("--token-bytes", type=int, choices=(4, 8), default=4, metavar="4|8",
+                   help="bytes a token id takes in the keys: 4 holds ids below 2**31 (default), 8 below 2**63")
     g.add_argument("--device", default="cpu", help="auto | cpu | cuda[:N] (default cpu)")
     g.add_argument("--transfer", choices=("immediate", "manual"), default="immediate",
                    help="immediate: copies ack on the next poll (after every command); "
@@ -60,6 +62,9 @@ def config_from(args: Args) -> tuple[CacheConfig, Transfer]:
     if not swa and window is not None:
         raise CommandSyntaxError("new", "--swa-window given but swa is not in --components")
     mamba = "mamba" in comps
+    key_width = args.get_int("token_bytes")
+    if key_width not in (4, 8):
+        raise CommandSyntaxError("new", f"--token-bytes must be 4 or 8, got {key_width}")
     config = CacheConfig(
         device_tokens=args.opt_int("device_tokens") or 64,
         page_size=args.get_int("page_size"),
@@ -78,6 +83,7 @@ def config_from(args: Args) -> tuple[CacheConfig, Transfer]:
         kv_width=args.opt_int("kv_width") or 4,
         mamba_width=args.opt_int("mamba_width") or 4,
         dtype=args.get_str("dtype"),
+        token_bytes=4 if key_width == 4 else 8,
         device=args.get_str("device"),
         ledger_name=args.get_str("name"),
         strict=args.flag("strict"),

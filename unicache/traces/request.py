@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from unicache.traces.mix import mix32
@@ -63,6 +64,11 @@ class Trace:
     @property
     def max_request_tokens(self) -> int:
         return max((len(r.tokens) + r.output_tokens for r in self.requests), default=0)
+
+    @property
+    def max_token_id(self) -> int:
+        """The largest prompt token id (0 for an empty trace): what a cache's key width must hold."""
+        return max((int(np.frombuffer(r.tokens, np.int64).max()) for r in self.requests), default=0)
 
     def unique_tokens(self) -> int:
         """Distinct prompt prefixes counted in tokens (what a tree holding every prompt stores)."""

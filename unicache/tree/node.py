@@ -2,42 +2,15 @@
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from unicache.errors import InvalidArgumentError
+from unicache.tree.keys import decode_tokens
 
 if TYPE_CHECKING:
     from leases import PinSet
 
 ChildKey = bytes
 """A child's entry in its parent's `children`: the bytes of its key's first page."""
-
-TOKEN_BYTES = 8
-"""Keys are stored as native int64 per token (`array("q")` bytes)."""
-
-
-def encode_tokens(tokens: Iterable[int]) -> bytes:
-    """Token ids as the bytes keys are compared in (native int64 each).
-
-    An `array("q")` (the form traces and the SGLang harness use) costs one
-    copy; any other sequence of ints is converted. Ids outside int64 or
-    non-integers raise `InvalidArgumentError`.
-    """
-    if type(tokens) is array and tokens.typecode == "q":
-        return tokens.tobytes()
-    if type(tokens) is bytes:
-        raise InvalidArgumentError("tokens must be a sequence of ints, not bytes")
-    try:
-        return array("q", tokens).tobytes()
-    except (OverflowError, TypeError) as e:
-        raise InvalidArgumentError(f"tokens must be int64 token ids: {e}") from None
-
-
-def decode_tokens(data: bytes) -> tuple[int, ...]:
-    """The token ids of key bytes."""
-    return tuple(memoryview(data).cast("q"))
 
 
 class Home(Protocol):
@@ -51,12 +24,18 @@ class Home(Protocol):
     def pins(self) -> dict[type, dict[int, PinSet[Any, Node]]]:
         """Each component's pin sets by node slot."""
 
+    @property
+    def token_bytes(self) -> int:
+        """Bytes a token id takes in the keys (4 or 8; see `unicache.tree.keys`)."""
+
 
 class Node:
     """A tree node: the tokens `key` at positions [start, end) of every path through it.
 
-    The key is kept as bytes (`kb`, native int64 per token) so that matching
-    compares memory, not int objects; `key` decodes it for readers.
+    The key is kept as bytes (`kb`, `tree.token_bytes` bytes a token; see
+    `unicache.tree.keys`) so that matching compares memory, not int objects;
+    `key` decodes it for readers. `end` is `start` plus the key's tokens
+    (the tree computes it: a node does not know the width).
 
     A node holds tree structure and recency only. Its per-component state
     (device and host slots, pin sets) lives in the component stores
@@ -101,7 +80,7 @@ class Node:
     tree: Home
 
     def __init__(
-        self, node_id: int, slot: int, parent: Node | None, kb: bytes, start: int, tree: Home
+        self, node_id: int, slot: int, parent: Node | None, kb: bytes, start: int, end: int, tree: Home
     ) -> None:
         self.id = node_id
         self.slot = slot
@@ -109,7 +88,7 @@ class Node:
         self.children = {}
         self.kb = kb
         self.start = start
-        self.end = start + len(kb) // TOKEN_BYTES
+        self.end = end
         self.last_access = 0
         self.hits = 0
         self.dev_children = 0
@@ -128,7 +107,7 @@ class Node:
     @property
     def key(self) -> tuple[int, ...]:
         """The token ids of this edge."""
-        return decode_tokens(self.kb)
+        return decode_tokens(self.kb, self.tree.token_bytes)
 
     @property
     def is_root(self) -> bool:
@@ -146,4 +125,4 @@ class Node:
 
     def tokens(self) -> tuple[int, ...]:
         """The whole token prefix ending at this node."""
-        return decode_tokens(b"".join(node.kb for node in self.path()))
+        return decode_tokens(b"".join(node.kb for node in self.path()), self.tree.token_bytes)

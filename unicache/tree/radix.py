@@ -8,7 +8,8 @@ from typing import Any, Protocol, TypeVar
 
 from leases import PinSet
 
-from unicache.tree.node import TOKEN_BYTES, Node
+from unicache.tree.keys import max_token_id
+from unicache.tree.node import Node
 
 K = TypeVar("K", bytes, tuple[int, ...])
 
@@ -66,8 +67,9 @@ class NodeColumns(Protocol):
 class RadixTree:
     """The tree of one cache epoch. Node ids come from `ids`, shared across epochs.
 
-    Keys are bytes (`encode_tokens`); a parent's `children` maps the bytes of a
-    child's first page to the child. Positions and lengths given to the methods
+    Keys are bytes (`encode_tokens` at the tree's `token_bytes`, 4 or 8 bytes
+    a token id); a parent's `children` maps the bytes of a child's first page
+    (`page_bytes`) to the child. Positions and lengths given to the methods
     are in tokens. `on_split(upper, lower)` runs after every split so the cache
     can carry pins, eviction-heap entries and bookkeeping over to the new upper
     fragment.
@@ -79,7 +81,7 @@ class RadixTree:
     """
 
     __slots__ = (
-        "page_size", "page_bytes", "root", "ids", "on_split", "size", "owner", "clock",
+        "page_size", "token_bytes", "page_bytes", "root", "ids", "on_split", "size", "owner", "clock",
         "columns", "pins", "_free_slots", "slots",
     )
 
@@ -87,6 +89,10 @@ class RadixTree:
     pins: dict[type, dict[int, PinSet[Any, Node]]]
     """Each registered component's pin sets by slot (`drop_empty` removes drained ones here)."""
     _free_slots: list[int]
+    token_bytes: int
+    """Bytes a token id takes in the keys (4 or 8; `CacheConfig.token_bytes`)."""
+    page_bytes: int
+    """Bytes of one page of a key: `page_size * token_bytes`."""
     slots: int
     """Slots handed out so far, slot 0 included (the length of every column)."""
 
@@ -96,9 +102,12 @@ class RadixTree:
         ids: Iterator[int] | None = None,
         owner: object = None,
         on_split: Callable[[Node, Node], None] | None = None,
+        token_bytes: int = 4,
     ) -> None:
+        max_token_id(token_bytes)
         self.page_size = page_size
-        self.page_bytes = page_size * TOKEN_BYTES
+        self.token_bytes = token_bytes
+        self.page_bytes = page_size * token_bytes
         self.ids = ids if ids is not None else count(1)
         self.owner = owner
         self.on_split = on_split
@@ -133,7 +142,7 @@ class RadixTree:
         return slot
 
     def _new_root(self) -> Node:
-        root = Node(next(self.ids), self._slot(), None, b"", 0, self)
+        root = Node(next(self.ids), self._slot(), None, b"", 0, 0, self)
         for cols in self.columns:
             cols.init_root(root)
         return root
@@ -150,7 +159,8 @@ class RadixTree:
         end position (tokens), and the path below the root.
         """
         w = self.page_bytes
-        nb = n * TOKEN_BYTES
+        tw = self.token_bytes
+        nb = n * tw
         node = self.root
         pos = 0
         path: list[Node] = []
@@ -165,10 +175,10 @@ class RadixTree:
                 path.append(child)
                 continue
             m = common_pages(tb[pos:nb], kb, w)
-            upper = self.split(child, m // TOKEN_BYTES)
+            upper = self.split(child, m // tw)
             path.append(upper)
-            return upper, (pos + m) // TOKEN_BYTES, path
-        return node, pos // TOKEN_BYTES, path
+            return upper, (pos + m) // tw, path
+        return node, pos // tw, path
 
     def split(self, node: Node, m: int) -> Node:
         """Cut `node` after `m` tokens; the new upper fragment gets a fresh id.
@@ -180,9 +190,10 @@ class RadixTree:
         assert 0 < m < node.end - node.start and m % ps == 0, (node.id, m)
         parent = node.parent
         assert parent is not None
-        mb = m * TOKEN_BYTES
+        mb = m * self.token_bytes
         kb = node.kb
-        upper = Node(next(self.ids), self._slot(), parent, kb[:mb], node.start, self)
+        start = node.start
+        upper = Node(next(self.ids), self._slot(), parent, kb[:mb], start, start + m, self)
         pages = m // ps
         upper.last_access = node.last_access
         upper.hits = node.hits
@@ -201,7 +212,8 @@ class RadixTree:
 
     def add_leaf(self, parent: Node, kb: bytes) -> Node:
         """Attach a new node for key bytes `kb` below `parent` (no residency yet)."""
-        node = Node(next(self.ids), self._slot(), parent, kb, parent.end, self)
+        start = parent.end
+        node = Node(next(self.ids), self._slot(), parent, kb, start, start + len(kb) // self.token_bytes, self)
         parent.children[kb[: self.page_bytes]] = node
         self.size += 1
         return node
