@@ -146,15 +146,24 @@ def peer(specs: str, variants: dict[str, type], rounds: int, harness: Path) -> N
         finally:
             setattr(pool_module, "SlotAllocator", original)
         print(f"\npeer replay {cfg.label}: median of {rounds} (req/s: variant / baseline; µs: baseline / variant)")
-        print(f"{'':>10} " + " ".join(f"{v:>20}" for v in variants))
-        for op in ops:
-            base = statistics.median(samples["baseline"][op])
-            cells = []
-            for v in variants:
-                m = statistics.median(samples[v][op])
-                ratio = m / base if op == "req/s" else base / m
-                cells.append(f"{m:8.1f} ({ratio:5.2f}x)")
-            print(f"{op:>10} " + " ".join(f"{c:>20}" for c in cells))
+        print_medians(samples, list(variants), list(ops), width=10, higher_is_better=("req/s",), digits=1)
+
+
+def print_medians(samples: dict[str, dict[str, list[float]]], variants: list[str], ops: list[str], *,
+                  width: int, header: str = "", higher_is_better: tuple[str, ...] = (), digits: int = 2) -> None:
+    """One row per op: each variant's median and its ratio against the baseline's (above 1: better)."""
+    print(f"{header:>{width}} " + " ".join(f"{v:>20}" for v in variants))
+    for op in ops:
+        base = statistics.median(samples["baseline"][op])
+        cells = []
+        for v in variants:
+            m = statistics.median(samples[v][op])
+            if not m:
+                cells.append(f"{'-':>16}")
+                continue
+            ratio = m / base if op in higher_is_better else base / m
+            cells.append(f"{m:8.{digits}f} ({ratio:5.2f}x)")
+        print(f"{op:>{width}} " + " ".join(f"{c:>20}" for c in cells))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -192,14 +201,7 @@ def main(argv: list[str] | None = None) -> None:
                 for op, us in run(cls, pages, args.requests, seed=r).items():
                     samples[name][op].append(us)
         print(f"\n{pages} pages per request: µs per call, median (baseline / variant)")
-        print(f"{'op':>22} " + " ".join(f"{v:>20}" for v in variants))
-        for op in OPS:
-            base = statistics.median(samples["baseline"][op])
-            cells = []
-            for v in variants:
-                m = statistics.median(samples[v][op])
-                cells.append(f"{m:8.2f} ({base / m:5.2f}x)" if m else f"{'-':>16}")
-            print(f"{op:>22} " + " ".join(f"{c:>20}" for c in cells))
+        print_medians(samples, list(variants), list(OPS), width=22, header="op")
     if args.peer:
         if build == "compiled":
             print("\n--peer: pure build only (the compiled pools take only the compiled class)")
