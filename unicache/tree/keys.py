@@ -69,7 +69,9 @@ def encode_tokens(tokens: Iterable[int], token_bytes: int) -> bytes:
     """Token ids as key bytes, `token_bytes` (4 or 8) each in native byte order.
 
     An `array("q")` (the form traces and the SGLang harness use) is checked
-    and narrowed at width 4 by numpy (no int objects); an `array("q")` at
+    and narrowed at width 4 by numpy over its buffer, no int objects: the
+    range test reads the element `argmax` finds (`max()` goes through the
+    ufunc reduction machinery, about 2 µs more a call); an `array("q")` at
     width 8 and an `array("i")` at width 4 cost one copy and a sign-byte
     check; any other sequence of ints is converted by `array`. Ids outside
     ``0 .. max_token_id(token_bytes)`` raise `TokenIdRangeError` (the first
@@ -81,8 +83,8 @@ def encode_tokens(tokens: Iterable[int], token_bytes: int) -> bytes:
         if code == "q" and token_bytes == 4:
             if not tokens:
                 return b""
-            a = np.frombuffer(tokens.tobytes(), _U64)
-            if int(a.max()) > MAX_TOKEN_ID_4:
+            a = np.frombuffer(tokens, _U64)
+            if int(a[a.argmax()]) > MAX_TOKEN_ID_4:
                 raise _refuse(tokens, 4, "out of range")
             return a.astype(_U32).tobytes()
         if (code == "q" and token_bytes == 8) or (code == "i" and token_bytes == 4):
