@@ -203,8 +203,12 @@ class SlotAllocator:
         if isinstance(stack, list):
             out = stack[top : top + n]
             out.reverse()
-            for x in out:
-                used[x] = mark
+            if mark == 2:  # a literal: compiled, the store shares one object instead of boxing one a slot
+                for x in out:
+                    used[x] = 2
+            else:
+                for x in out:
+                    used[x] = 1
             return out
         got = stack[top : top + n]
         got.reverse()
