@@ -19,23 +19,26 @@ class SlotAllocator:
 
     The free slots are a stack that never changes size (`_stack[:_top]`) and
     `_used` holds each slot's state (0 free, 1 used, 2 lent) in a list of
-    small ints, so bookkeeping allocates nothing while the cache runs. A list,
-    not a byte map: a list store is a native operation in the compiled build
-    (a `bytearray` store is a generic call there) and a specialised one in
-    the interpreter, which makes the per-slot loops 3-4x (compiled) and
-    1.1-1.5x (interpreted) faster for 8 bytes a slot (docs/performance.md,
-    "Request-side allocation: the state map as a list"). The stack is a list of the slot ints (whose objects are shared
-    with every list `alloc` returns), or with `compact=True` an `array("i")`:
+    small ints, so bookkeeping allocates nothing while the cache runs. A
+    list, not a byte map: a list store is a native operation in the compiled
+    build (a `bytearray` store is a generic call there) and a specialised one
+    in the interpreter, which makes the per-slot loops 3-4x (compiled) and
+    1.1-1.7x (interpreted) faster for 8 bytes a slot (docs/performance.md,
+    "Request-side allocation: the state map as a list").
+
+    The stack is a list of the slot ints (whose objects are shared with every
+    list `alloc` returns), or with `compact=True` an `array("i")`:
     `alloc_compact` then hands out arrays, 4 bytes a slot, for holders that
     keep many slots (host pools). `free` checks every slot (in range,
-    allocated and not lent to a request, listed once); a bad call changes nothing. Every check loop is
-    one sign test and one state test per slot (an id past the end raises
-    `IndexError` at the state test, a negative one would wrap around the
-    list), and a failing pass finds how far it got from its iterator's
-    `length_hint` instead of counting.
+    allocated and not lent to a request, listed once); a bad call changes
+    nothing. Every check loop is one sign test and one state test per slot
+    (an id past the end raises `IndexError` at the state test; a negative one
+    would wrap around the list, so it is tested first), and a failing pass
+    finds how far it got from its iterator's `length_hint` instead of
+    counting.
 
     Lent slots: `alloc_lent` marks the slots it hands out as lent to a request
-    (byte 2 instead of 1, in the same pass); `adopt` turns lent slots into
+    (state 2 instead of 1, in the same pass); `adopt` turns lent slots into
     plain used ones (the request donated them) and `free_lent` returns them,
     each checking every slot first, so request ownership costs no set.
 
