@@ -33,6 +33,21 @@ with the pools built on the baseline class and on this tree's, alternating,
 and prints requests/s and the per-op means that touch the allocator (alloc,
 insert, evict) with the same ratios. Pure build only: the compiled pools take
 only the compiled class.
+
+`--primitives` times, in this interpreter, what a numpy-vectorised allocator
+would do per call (docs/performance.md, "numpy-vectorised marking: measured,
+not built"): a fancy-index store of a request's pages into a `uint8` state
+map from an `int32` copy of the free stack, a gather and compare, the
+duplicate check (scatter positions, gather them back), and the conversion of
+a list of slot ints into an index array that every `free`, `free_lent` and
+`adopt` would need (callers hold lists), against the per-slot loops over a
+`bytearray` and over a list.
+
+`--peer-compiled DIR` replays the same workload on two compiled copies in
+alternating worker processes (`peer_sglang.py --worker`, as `make peer` runs
+the compiled build): DIR (a baseline revision's `build/compiled`, e.g. built
+with `git archive REV | tar -x -C /tmp/base && cd /tmp/base && python
+tools/compiled_build.py build/compiled`) against this tree's `build/compiled`.
 """
 
 from __future__ import annotations
@@ -40,12 +55,16 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import json
+import os
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import timeit
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Protocol
@@ -149,6 +168,96 @@ def peer(specs: str, variants: dict[str, type], rounds: int, harness: Path) -> N
         print_medians(samples, list(variants), list(ops), width=10, higher_is_better=("req/s",), digits=1)
 
 
+def peer_compiled(specs: str, base: Path, rounds: int, harness: Path) -> None:
+    """`make peer`'s replay on the compiled copy at `base` and on this tree's, alternating processes."""
+    roots = {"baseline": base.resolve(), "compiled": ROOT / "build" / "compiled"}
+    ops = ("req/s", "alloc", "insert", "evict")
+    for spec in specs.split(","):
+        samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in ops} for v in roots}
+        for _ in range(rounds):
+            for name, root in roots.items():
+                env = dict(os.environ, PYTHONPATH=str(root), UNICACHE_BUILD="compiled")
+                cmd = [sys.executable, str(root / "benchmarks" / "peer_sglang.py"), "--harness", str(harness),
+                       "--worker", f"{spec}/4"]
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, check=True).stdout
+                data = json.loads(out.strip().splitlines()[-1])
+                if data["build"] != "compiled":
+                    raise SystemExit(f"{root}: the worker loaded the {data['build']} build")
+                got = samples[name]
+                got["req/s"].append(data["op_ns"]["alloc"][1] / float(data["wall_s"]))  # one alloc a request
+                for op in ops[1:]:
+                    t, n = data["op_ns"].get(op, [0, 0])
+                    got[op].append(t / n / 1e3 if n else 0.0)
+        print(f"\npeer replay {spec}, compiled: median of {rounds} (req/s: variant / baseline; "
+              f"µs: baseline / variant)")
+        print_medians(samples, list(roots), list(ops), width=10, higher_is_better=("req/s",), digits=1)
+
+
+def primitives(pages: list[int], rounds: int) -> None:
+    """µs per call of the numpy building blocks against the per-slot loops (see the module docstring)."""
+    import numpy as np
+    from array import array
+
+    def t(f: Callable[[], None], number: int) -> float:
+        return min(timeit.repeat(f, number=number, repeat=rounds)) / number * 1e6
+
+    for n in pages:
+        cap = 8 * n
+        stack = list(range(cap - 1, -1, -1))
+        top = cap // 2
+        out = stack[top - n : top]
+        out.reverse()
+        used_list, used_bytes = [0] * cap, bytearray(cap)
+        state = np.zeros(cap, np.uint8)
+        stack32 = np.array(stack, np.int32)
+        idx = np.array(out, np.intp)
+        stamp, pos = np.zeros(cap, np.int32), np.arange(n, dtype=np.int32)
+        want = bytes([2]) * n  # what np_store leaves
+
+        def loop_list() -> None:
+            for x in out:
+                used_list[x] = 2
+
+        def loop_bytes() -> None:
+            for x in out:
+                used_bytes[x] = 2
+
+        def take_list() -> None:
+            got = stack[top - n : top]
+            got.reverse()
+
+        def np_store() -> None:
+            state[stack32[top - n : top]] = 2
+
+        def np_check() -> None:
+            assert state[idx].tobytes() == want
+
+        def np_dups() -> None:
+            stamp[idx] = pos
+            assert stamp[idx].tobytes() == pos.tobytes()
+
+        def np_convert() -> None:
+            np.fromiter(out, np.intp, n)
+
+        def array_convert() -> None:
+            array("i", out)
+
+        number = max(200, 200_000 // n)
+        rows = {
+            "loop: list store": t(loop_list, number),
+            "loop: bytearray store": t(loop_bytes, number),
+            "free stack slice + reverse": t(take_list, number),
+            "numpy: store from int32 stack": t(np_store, number),
+            "numpy: gather + compare": t(np_check, number),
+            "numpy: duplicate check": t(np_dups, number),
+            "list -> np.fromiter(intp)": t(np_convert, number),
+            "list -> array('i')": t(array_convert, number),
+        }
+        print(f"\n{n} pages: µs per call (ns per page), this interpreter")
+        for name, us in rows.items():
+            print(f"{name:>32} {us:8.2f} ({us * 1e3 / n:5.1f})")
+
+
 def print_medians(samples: dict[str, dict[str, list[float]]], variants: list[str], ops: list[str], *,
                   width: int, header: str = "", higher_is_better: tuple[str, ...] = (), digits: int = 2) -> None:
     """One row per op: each variant's median and its ratio against the baseline's (above 1: better)."""
@@ -175,12 +284,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--also", default="", help="more revisions' allocators to compare, loaded from git: REV,...")
     ap.add_argument("--peer", default="", help="also replay make peer's workload: full/1/write_back,...")
     ap.add_argument("--peer-rounds", type=int, default=3)
+    ap.add_argument("--primitives", action="store_true", help="time the numpy building blocks instead")
+    ap.add_argument("--peer-compiled", type=Path, metavar="DIR",
+                    help="--peer on the compiled copy at DIR against this tree's build/compiled")
     ap.add_argument("--harness", type=Path, default=ROOT.parent / "shared" / "bench" / "sglang_harness.py")
     args = ap.parse_args(argv)
     def source(rev: str) -> str:
         return subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:unicache/pools/allocator.py"],
                               capture_output=True, text=True, check=True).stdout
 
+    if args.primitives:
+        primitives([int(p) for p in args.pages.split(",") if p], args.rounds)
+        return
     import unicache.pools.allocator as imported
 
     build = "compiled" if str(imported.__file__).endswith((".so", ".pyd")) else "pure"
@@ -194,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
         variants["compiled"] = imported.SlotAllocator
     print(f"baseline {args.baseline}; imported allocator: {build}; rounds {args.rounds}, "
           f"{args.requests} requests each")
-    for pages in (int(p) for p in args.pages.split(",")):
+    for pages in (int(p) for p in args.pages.split(",") if p):
         samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in OPS} for v in variants}
         for r in range(args.rounds):
             for name, cls in variants.items():
@@ -202,7 +317,9 @@ def main(argv: list[str] | None = None) -> None:
                     samples[name][op].append(us)
         print(f"\n{pages} pages per request: µs per call, median (baseline / variant)")
         print_medians(samples, list(variants), list(OPS), width=22, header="op")
-    if args.peer:
+    if args.peer and args.peer_compiled:
+        peer_compiled(args.peer, args.peer_compiled, args.peer_rounds, args.harness)
+    elif args.peer:
         if build == "compiled":
             print("\n--peer: pure build only (the compiled pools take only the compiled class)")
         else:

@@ -24,7 +24,7 @@ def _allocator(alloc: SlotAllocator) -> tuple[object, ...]:
     return (
         alloc.capacity,
         tuple(alloc._stack[: alloc._top]),
-        bytes(alloc._used),
+        tuple(alloc._used),
         tuple(sorted(alloc._quarantine.items())),
         tuple(sorted(alloc._deferred)),
     )

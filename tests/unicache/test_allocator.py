@@ -184,3 +184,19 @@ def test_a_quarantined_lent_slot_is_refused_by_free_and_returned_by_free_lent() 
     assert err.value.slots == (0,) and a.lent() == [0] and a.deferred() == set()
     assert a.free_lent([0]) and a.deferred() == {0} and a.lent() == []
     assert a.release_quarantine([0]) == 1 and a.free_count == 4
+
+
+@pytest.mark.parametrize("container", [list, tuple, _array])
+@pytest.mark.parametrize("bad", [-1, -8, -9, -16])
+def test_a_negative_id_never_aliases_a_slot(container: Callable[[list[int]], Sequence[int]], bad: int) -> None:
+    """A negative id is refused by every check, however far below zero (a list or map index would wrap)."""
+    a = SlotAllocator("n", 8)
+    assert a.alloc_lent(8) == list(range(8))
+    assert not a.adopt(container([bad])) and not a.free_lent(container([bad]))
+    assert a.lent() == list(range(8))
+    assert a.adopt(container(list(range(8))))
+    with pytest.raises(InvalidSlotError) as err:
+        a.free(container([bad]))
+    assert err.value.slots == (bad,) and a.free_count == 0 and not any(a.is_free(x) for x in range(8))
+    a.free(container(list(range(8))))
+    assert sorted(a.alloc(8) or []) == list(range(8))

@@ -80,7 +80,8 @@ def test_allocator_matches_the_model(compact: bool, data: st.DataObject) -> None
                 if data.draw(st.integers(0, 9)) == 0:
                     slots = slots + slots[:1]
             else:
-                slots = data.draw(st.lists(st.integers(-2, CAP + 2), max_size=6))
+                ids = st.one_of(st.integers(-2, CAP + 2), st.integers(-3 * CAP, 3 * CAP))
+                slots = data.draw(st.lists(ids, max_size=6))
             kind = data.draw(st.sampled_from(["list", "tuple", "array"]))
             arg: Sequence[int] = (
                 slots if kind == "list" else tuple(slots) if kind == "tuple"

@@ -18,20 +18,27 @@ class SlotAllocator:
     """Hands out slot ids 0..capacity-1, lowest first; frees are checked, never clamped.
 
     The free slots are a stack that never changes size (`_stack[:_top]`) and
-    `_used` holds one byte per slot, so bookkeeping allocates nothing while the
-    cache runs. The stack is a list of the slot ints (whose objects are shared
-    with every list `alloc` returns), or with `compact=True` an `array("i")`:
+    `_used` holds each slot's state (0 free, 1 used, 2 lent) in a list of
+    small ints, so bookkeeping allocates nothing while the cache runs. A
+    list, not a byte map: a list store is a native operation in the compiled
+    build (a `bytearray` store is a generic call there) and a specialised one
+    in the interpreter, which makes the per-slot loops 3-4x (compiled) and
+    1.1-1.7x (interpreted) faster for 8 bytes a slot (docs/performance.md,
+    "Request-side allocation: the state map as a list").
+
+    The stack is a list of the slot ints (whose objects are shared with every
+    list `alloc` returns), or with `compact=True` an `array("i")`:
     `alloc_compact` then hands out arrays, 4 bytes a slot, for holders that
-    keep many slots (host pools). `_used` is twice the capacity with an upper half that stays
-    0: an id out of range (negative ones wrap into that half) reads as "not
-    allocated" at no extra cost. `free` checks every slot (in range,
-    allocated and not lent to a request, listed once); a bad call changes nothing. Every check loop is
-    one byte test per slot: a negative id needs no test of its own (it reads
-    the zero upper half), and a failing pass finds how far it got from its
-    iterator's `length_hint` instead of counting.
+    keep many slots (host pools). `free` checks every slot (in range,
+    allocated and not lent to a request, listed once); a bad call changes
+    nothing. Every check loop is one sign test and one state test per slot
+    (an id past the end raises `IndexError` at the state test; a negative one
+    would wrap around the list, so it is tested first), and a failing pass
+    finds how far it got from its iterator's `length_hint` instead of
+    counting.
 
     Lent slots: `alloc_lent` marks the slots it hands out as lent to a request
-    (byte 2 instead of 1, in the same pass); `adopt` turns lent slots into
+    (state 2 instead of 1, in the same pass); `adopt` turns lent slots into
     plain used ones (the request donated them) and `free_lent` returns them,
     each checking every slot first, so request ownership costs no set.
 
@@ -60,7 +67,7 @@ class SlotAllocator:
         order = range(capacity - 1, -1, -1)
         self._stack: list[int] | array[int] = array("i", order) if compact else list(order)
         self._top = capacity
-        self._used = bytearray(2 * capacity)
+        self._used = [0] * capacity
         self._quarantine: dict[int, int] = {}
         self._deferred: set[int] = set()
         self.refuse = 0
@@ -105,11 +112,13 @@ class SlotAllocator:
         """Every slot lent to a request now, ascending (a scan: for checks and dumps)."""
         used = self._used
         out: list[int] = []
-        i = used.find(2, 0, self.capacity)
-        while i >= 0:
-            out.append(i)
-            i = used.find(2, i + 1, self.capacity)
-        return out
+        try:
+            i = used.index(2)
+            while True:
+                out.append(i)
+                i = used.index(2, i + 1)
+        except ValueError:
+            return out
 
     def adopt(self, slots: Sequence[int]) -> bool:
         """Lent slots become plain used ones (donated to the cache); False, changing nothing, if
@@ -118,7 +127,7 @@ class SlotAllocator:
         it = _iter(slots)
         try:
             for x in it:
-                if used[x] != 2:
+                if x < 0 or used[x] != 2:
                     break
                 used[x] = 1
             else:
@@ -145,7 +154,7 @@ class SlotAllocator:
         done = -1
         try:
             for x in it:
-                if used[x] != 2:
+                if x < 0 or used[x] != 2:
                     break
                 used[x] = 0
             else:
@@ -191,13 +200,24 @@ class SlotAllocator:
                 raise InvalidSlotError(self.name, [], f"cannot allocate {n} slots")
             return self._stack[:0]
         top -= n
-        out = self._stack[top : top + n]
-        out.reverse()
         self._top = top
         used = self._used
-        for x in out:
+        stack = self._stack
+        if isinstance(stack, list):
+            out = stack[top : top + n]
+            out.reverse()
+            if mark == 2:  # a literal: compiled, the store shares one object instead of boxing one a slot
+                for x in out:
+                    used[x] = 2
+            else:
+                for x in out:
+                    used[x] = 1
+            return out
+        got = stack[top : top + n]
+        got.reverse()
+        for x in got:
             used[x] = mark
-        return out
+        return got
 
     def free(self, slots: Sequence[int]) -> None:
         """Return used slots (lent ones go back with `free_lent`); quarantined ones wait for their
@@ -211,7 +231,7 @@ class SlotAllocator:
         it = _iter(slots)
         try:
             for x in it:
-                if used[x] != 1:
+                if x < 0 or used[x] != 1:
                     break
                 used[x] = 0
             else:
