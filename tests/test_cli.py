@@ -145,6 +145,20 @@ def test_argparse_refuses_out_of_range_values(argv: list[str], capsys: pytest.Ca
     assert "Traceback" not in err and "error:" in err
 
 
+def test_simulate_refuses_more_worker_processes_than_the_machine_can_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each worker holds its own torch: `--jobs 512 --seeds 512` would start 512 of them and thrash."""
+    from unicache.cli import max_jobs
+
+    bound = max_jobs()
+    assert bound >= 4
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "--seeds", str(bound + 1), "--jobs", str(bound + 1)])
+    assert info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{bound + 1} worker processes" in err and f"bound of {bound}" in err and "Traceback" not in err
+
+
 def _unwritable_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")

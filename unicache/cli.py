@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,6 +106,25 @@ def _memory_limit(text: str) -> float:
 
 def _seed_count(text: str) -> int:
     return _bounded(text, MAX_SEEDS, "seeds")
+
+
+def max_jobs() -> int:
+    """The most `simulate --jobs` allows: twice the CPUs this process may use, at least 4.
+
+    The sweep is CPU-bound and every worker is a process with its own torch
+    (about 150 MB), so hundreds of them only thrash the machine.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(4, 2 * cpus)
+
+
+def _jobs(text: str) -> int:
+    value, bound = _positive(text), max_jobs()
+    if value > bound:
+        raise argparse.ArgumentTypeError(
+            f"{value} worker processes is more than the bound of {bound} (twice the CPUs this process may use, "
+            "at least 4: the sweep is CPU-bound and every worker holds its own torch)")
+    return value
 
 
 def _steps(text: str) -> int:
@@ -222,8 +242,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seeds", type=_seed_count, default=10, metavar="N", help="number of seeds (default 10)")
     sp.add_argument("--first-seed", type=_seed, default=0, metavar="S", help="first seed (default 0)")
     sp.add_argument("--seed", type=_seed, default=None, metavar="S", help="run exactly this one seed")
-    sp.add_argument("--jobs", type=_positive, default=None, metavar="N",
-                    help="worker processes (default: one per core; 1 runs in this process)")
+    sp.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                    help="worker processes (default: one per core, at most twice the cores or 4; 1 runs in this process)")
     sp.add_argument("--minutes", type=_ratio, default=None, metavar="M",
                     help="wall-time budget: start no seed after M minutes (default: none)")
     sp.add_argument("--workload", choices=("multiturn", "mooncake"), default=None,

@@ -232,7 +232,7 @@ def _run_parallel(seeds: list[int], opts: SimulateOptions, crash_dir: Path, shri
     ctx = multiprocessing.get_context("spawn")
     todo = iter(seeds)
     pending: set[Future[SeedOutcome]] = set()
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker)
+    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(seeds))), mp_context=ctx, initializer=init_worker)
     try:
         while True:
             while len(pending) < 2 * jobs and not stop and _time_left(deadline, result):
