@@ -89,7 +89,7 @@ from rich.table import Table
 from unicache import CacheConfig, Full, ImmediateEngine, UniCache
 from unicache.traces.mooncake import load_mooncake
 from unicache.tree import Node
-from unicache.tree.lru import Entry
+from unicache.tree.lru import ARITY, LazyLRU, before
 
 REPO = Path(__file__).resolve().parent.parent
 COMPILED = REPO / "build" / "compiled"
@@ -170,107 +170,116 @@ class EvictWork:
 
 
 def heap_census(cache: UniCache) -> tuple[int, float]:
-    """The Full device heap's entries, and the share that is stale (touched since, or no longer a leaf)."""
+    """The Full device queue's entries, and the share that is stale (touched since, or no longer a leaf)."""
     full = cache.components.full
-    heap = full.lru_device.heap
-    stale = sum(1 for t, _, _, x in heap if t != x.last_access or not full.is_device_leaf(x))
-    return len(heap), stale / max(len(heap), 1)
+    q = full.lru_device
+    stale = sum(1 for t, x in zip(q.keys, q.nodes) if t != x.last_access or not full.is_device_leaf(x))
+    return len(q), stale / max(len(q), 1)
 
 
-class HeapView:
-    """A read-only view of a binary heap that replays `heappop`/`heappush` on top of it.
+Slot = tuple[int, Node]
+"""One queue position: (filed access time, node)."""
+
+
+class QueueView:
+    """A read-only view of a `LazyLRU` that replays its pops and pushes on top of it.
 
     Writes go to an overlay (position -> entry), so replaying an eviction's
-    pops and pushes reads exactly the entries the real ones will read (the
-    same sift algorithm as `heapq`) and changes nothing.
+    pops and pushes reads exactly the positions the real ones will read (the
+    same 8-ary sift as `unicache.tree.lru`) and changes nothing.
     """
 
-    __slots__ = ("base", "over", "n")
+    __slots__ = ("keys", "nodes", "over", "n", "popped")
 
-    def __init__(self, base: list[Entry]) -> None:
-        self.base = base
-        self.over: dict[int, Entry] = {}
-        self.n = len(base)
+    def __init__(self, q: LazyLRU) -> None:
+        self.keys = q.keys
+        self.nodes = q.nodes
+        self.over: dict[int, Slot] = {}
+        self.n = len(q.nodes)
+        self.popped = 0
+        """Root entries taken, stale ones re-filed included (what `heapq` counted as pops)."""
 
-    def get(self, i: int) -> Entry:
+    def get(self, i: int) -> Slot:
         e = self.over.get(i)
-        return self.base[i] if e is None else e
+        return (self.keys[i], self.nodes[i]) if e is None else e
 
-    def pop(self) -> Entry | None:
-        if not self.n:
-            return None
-        self.n -= 1
-        last = self.get(self.n)
-        if not self.n:
-            return last
-        top = self.get(0)
-        self.over[0] = last
-        self.sift_up(0)
-        return top
+    def pop(self) -> Node | None:
+        """`LazyLRU.pop`'s reads: stale roots re-filed in place, then the root removed."""
+        while self.n:
+            self.popped += 1
+            t, node = self.get(0)
+            if t != node.last_access and node.alive:
+                self.sift_down((node.last_access, node))
+                continue
+            self.n -= 1
+            last = self.get(self.n)
+            if self.n:
+                self.sift_down(last)
+            return node
+        return None
 
-    def push(self, entry: Entry) -> None:
-        self.over[self.n] = entry
+    def push(self, node: Node) -> None:
+        t = node.last_access
+        pos = self.n
         self.n += 1
-        self.sift_down(0, self.n - 1)
-
-    def sift_down(self, start: int, pos: int) -> None:
-        item = self.get(pos)
-        while pos > start:
-            up = (pos - 1) >> 1
-            parent = self.get(up)
-            if not item < parent:
+        while pos:
+            up = (pos - 1) // ARITY
+            ku, nu = self.get(up)
+            if t > ku or (t == ku and not before(node, nu)):
                 break
-            self.over[pos] = parent
+            self.over[pos] = (ku, nu)
             pos = up
-        self.over[pos] = item
+        self.over[pos] = (t, node)
 
-    def sift_up(self, pos: int) -> None:
-        end, start, item = self.n, pos, self.get(pos)
-        child = 2 * pos + 1
-        while child < end:
-            right = child + 1
-            if right < end and not self.get(child) < self.get(right):
-                child = right
-            self.over[pos] = self.get(child)
-            pos = child
-            child = 2 * pos + 1
-        self.over[pos] = item
-        self.sift_down(start, pos)
+    def sift_down(self, entry: Slot) -> None:
+        t, node = entry
+        n = self.n
+        pos = 0
+        while True:
+            c = pos * ARITY + 1
+            if c >= n:
+                break
+            e = min(c + ARITY, n)
+            best = c
+            kb, nb = self.get(c)
+            for j in range(c + 1, e):
+                kj, nj = self.get(j)
+                if kj < kb or (kj == kb and before(nj, nb)):
+                    best, kb, nb = j, kj, nj
+            if t < kb or (t == kb and before(node, nb)):
+                break
+            self.over[pos] = (kb, nb)
+            pos = best
+        self.over[pos] = entry
 
 
-def next_victim(cache: UniCache) -> tuple[Node, list[Entry]]:
-    """Read-only: replay a one-page Full device pass on views of the heaps; the entries it pops and
-    its victim.
+def next_victim(cache: UniCache) -> tuple[Node, int]:
+    """Read-only: replay a one-page Full device pass on views of the queues; its victim and how many
+    entries it popped.
 
     The same tests as `DevicePass.next_victim` on a tree whose device leaves
-    are all backed up (a stale entry, touched since, is queued again; one that
+    are all backed up (a stale entry, touched since, is filed again; one that
     is dead, off device or no longer a leaf is dropped; a pinned one is held
     back), then the pushes of `Evictor.demote` (the parent, if it becomes a
-    leaf; the victim on the host heap). Replaying reads what the real calls
+    leaf; the victim on the host queue). Replaying reads what the real calls
     will read, which is what warms them.
     """
     comps = cache.components
     full = comps.full
     fdev = full.dev
-    dev = HeapView(full.lru_device.heap)
+    dev = QueueView(full.lru_device)
     dbit = full.lru_device.bit
-    seen: list[Entry] = []
-    while (entry := dev.pop()) is not None:
-        seen.append(entry)
-        node = entry[3]
-        if entry[0] != node.last_access and node.alive:
-            dev.push((node.last_access, -node.end, node.id, node))
-            continue
+    while (node := dev.pop()) is not None:
         parent = node.parent
         if not node.slot or fdev[node.slot] is None or parent is None or node.dev_children:
             continue
         if comps.pinned(node):
             continue
         if parent.parent is not None and parent.dev_children == 1 and not parent.lru & dbit:
-            dev.push((parent.last_access, -parent.end, parent.id, parent))
+            dev.push(parent)
         if not node.children and full.host_col[node.slot] is not None and not node.lru & full.lru_host.bit:
-            HeapView(full.lru_host.heap).push((node.last_access, -node.end, node.id, node))
-        return node, seen
+            QueueView(full.lru_host).push(node)
+        return node, dev.popped
     raise AssertionError("no eviction victim left: the cache is sized so that there is always one")
 
 
@@ -357,7 +366,7 @@ def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> d
                 assert not full.on_device(victim), f"the replay predicted victim {victim.id}, not the one evicted"
                 parent = victim.parent
                 assert parent is not None
-                popped += len(entries)
+                popped += entries
                 requeued += parent.parent is not None and full.is_device_leaf(parent)
             else:
                 t0 = clock()

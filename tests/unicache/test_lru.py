@@ -1,9 +1,13 @@
-"""LazyLRU: least recently used first, deeper first on ties, lazy re-sorting."""
+"""LazyLRU: least recently used first, deeper first on ties, lazy re-sorting; pop for pop as `HeapqLRU`."""
 
 from __future__ import annotations
 
-from unicache.tree import RadixTree, encode_tokens
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from unicache.tree import Node, RadixTree, encode_tokens
 from unicache.tree.lru import LazyLRU
+from unicache.tree.lru_heapq import HeapqLRU
 
 
 def test_order_ties_and_lazy_touch() -> None:
@@ -26,3 +30,69 @@ def test_order_ties_and_lazy_touch() -> None:
     lru.push(c)
     lru.discard_all()
     assert c.lru == 0 and len(lru) == 0
+
+
+def test_ties_on_time_and_depth_go_to_the_older_id() -> None:
+    t = RadixTree(1)
+    xs = [t.add_leaf(t.root, encode_tokens([i], 4)) for i in range(20)]
+    lru = LazyLRU(1)
+    for x in reversed(xs):
+        x.last_access = 7
+        lru.push(x)
+    assert [lru.pop() for _ in xs] == xs
+
+
+def _forest(rng_ends: list[int]) -> list[Node]:
+    """Nodes at several depths (chains below the root), so `end` ties and differs."""
+    t = RadixTree(1)
+    nodes: list[Node] = []
+    parent = t.root
+    for i, depth in enumerate(rng_ends):
+        if depth == 0 or not nodes:
+            parent = t.root
+        x = t.add_leaf(parent, encode_tokens([i + 1] * (1 + depth % 3), 4))
+        nodes.append(x)
+        parent = x
+    return nodes
+
+
+OPS = st.tuples(st.sampled_from(("push", "push", "touch", "pop", "kill", "discard")), st.integers(0, 39),
+                st.integers(0, 12))
+"""(op, node index, access time or pop count); `discard` is rare: two in a row empty the queues often enough."""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 4), min_size=40, max_size=40), st.lists(st.integers(0, 12), min_size=40, max_size=40),
+       st.lists(OPS, max_size=200))
+def test_pops_match_the_heapq_reference(depths: list[int], times: list[int], ops: list[tuple[str, int, int]]) -> None:
+    """Random pushes, touches (forward and back, so many ties), pops, deaths and resets: same pops, same bits.
+
+    Both queues file the same nodes (bit 1 for the reference, bit 2 for
+    `LazyLRU`); every pop must return the same node, and after every step the
+    two hold the same entries.
+    """
+    nodes = _forest(depths)
+    for x, clk in zip(nodes, times):
+        x.last_access = clk
+    ref, new = HeapqLRU(1), LazyLRU(2)
+    for op, i, v in ops:
+        if op == "push":
+            ref.push(nodes[i])
+            new.push(nodes[i])
+        elif op == "touch":
+            nodes[i].last_access = v
+        elif op == "pop":
+            for _ in range(1 + v % 4):
+                a, b = ref.pop(), new.pop()
+                assert a is b, (a, b)
+        elif op == "kill":
+            nodes[i].slot = 0
+        elif v < 3:
+            ref.discard_all()
+            new.discard_all()
+        assert sorted(e[:3] for e in ref.heap) == sorted(e[:3] for e in new.entries())
+        for x in nodes:
+            assert bool(x.lru & 1) == bool(x.lru & 2), x
+    while (a := ref.pop()) is not None:
+        assert new.pop() is a
+    assert new.pop() is None and len(new) == 0
