@@ -1,5 +1,5 @@
-"""The eviction queue alone as it grows: the cache's `LazyLRU` (8-ary heap over flat arrays) against the
-previous `heapq` queue (`HeapqLRU`), warm and cold.
+"""The eviction queue alone as it grows: `LazyLRU` (8-ary heap over flat arrays, the compiled build's queue)
+against `HeapqLRU` (`heapq` over entry tuples, the previous queue, kept for the interpreted build), warm and cold.
 
 Run: `.venv/bin/python benchmarks/bench_lru.py [--sizes 1000,10000,100000] [--pops 2000] [--touched 0.1]
 [--cold-pops 300] [--flush-mb 64]`.
@@ -20,7 +20,10 @@ two queues must pop the same nodes in both:
 
 Printed: median ns per round (of `--repeats` runs) for each queue, the old
 over new ratio (above 1.0x: the new queue is faster), and each one's cost at
-the largest size over the smallest (1.0x is flat).
+the largest size over the smallest (1.0x is flat). Run it on both builds:
+interpreted (as above) and compiled (`cd build/compiled &&
+UNICACHE_BUILD=compiled PYTHONPATH=$PWD ../../.venv/bin/python
+benchmarks/bench_lru.py`); the compiled build is where the 8-ary queue is used.
 """
 
 from __future__ import annotations
@@ -35,8 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from unicache.tree import Node, RadixTree, encode_tokens
-from unicache.tree.lru import LazyLRU
-from unicache.tree.lru_heapq import HeapqLRU
+from unicache.tree.lru import HeapqLRU, LazyLRU
 
 KINDS = ("heapq (old)", "8-ary (new)")
 

@@ -32,12 +32,13 @@ calls (gc off, `time.process_time_ns`, the median per call):
                 `--samples` calls each, interleaved in a seeded random order on the same tree:
                 `evict` as is (cold: the real cost; the victim is by definition the node
                 untouched longest), and `evict (warm)`, where just before the timed call
-                (untimed) a read-only replay of the pass on views of its heaps (`heapq`'s
-                sift algorithm over an overlay) reads every entry its pops and pushes will
-                read and finds the victim, then the victim's parent and grandparent, their
-                page rows and allocator bytes are read, so that the same algorithm runs on
-                cache-resident data (the replay's victim is checked against the one
-                evicted). Their difference is memory latency;
+                (untimed) a read-only replay of the pass on views of its queues (the
+                build's queue's own sift algorithm over an overlay: `scale_replay.py`)
+                reads every entry its pops and pushes will read and finds the victim,
+                then the victim's parent and grandparent, their page rows and allocator
+                bytes are read, so that the same algorithm runs on cache-resident data
+                (the replay's victim is checked against the one evicted). Their
+                difference is memory latency;
 - load-back:    `load_back` of an evicted node + `poll` + `result`.
 
 Path-walking ops (match, lock, unlock, insert, load-back) are also reported
@@ -87,9 +88,9 @@ from rich.console import Console
 from rich.table import Table
 
 from unicache import CacheConfig, Full, ImmediateEngine, UniCache
+from benchmarks.scale_replay import next_victim, touch_eviction
 from unicache.traces.mooncake import load_mooncake
 from unicache.tree import Node
-from unicache.tree.lru import ARITY, LazyLRU, before
 
 REPO = Path(__file__).resolve().parent.parent
 COMPILED = REPO / "build" / "compiled"
@@ -173,137 +174,8 @@ def heap_census(cache: UniCache) -> tuple[int, float]:
     """The Full device queue's entries, and the share that is stale (touched since, or no longer a leaf)."""
     full = cache.components.full
     q = full.lru_device
-    stale = sum(1 for t, x in zip(q.keys, q.nodes) if t != x.last_access or not full.is_device_leaf(x))
+    stale = sum(1 for t, _, _, x in q.entries() if t != x.last_access or not full.is_device_leaf(x))
     return len(q), stale / max(len(q), 1)
-
-
-Slot = tuple[int, Node]
-"""One queue position: (filed access time, node)."""
-
-
-class QueueView:
-    """A read-only view of a `LazyLRU` that replays its pops and pushes on top of it.
-
-    Writes go to an overlay (position -> entry), so replaying an eviction's
-    pops and pushes reads exactly the positions the real ones will read (the
-    same 8-ary sift as `unicache.tree.lru`) and changes nothing.
-    """
-
-    __slots__ = ("keys", "nodes", "over", "n", "popped")
-
-    def __init__(self, q: LazyLRU) -> None:
-        self.keys = q.keys
-        self.nodes = q.nodes
-        self.over: dict[int, Slot] = {}
-        self.n = len(q.nodes)
-        self.popped = 0
-        """Root entries taken, stale ones re-filed included (what `heapq` counted as pops)."""
-
-    def get(self, i: int) -> Slot:
-        e = self.over.get(i)
-        return (self.keys[i], self.nodes[i]) if e is None else e
-
-    def pop(self) -> Node | None:
-        """`LazyLRU.pop`'s reads: stale roots re-filed in place, then the root removed."""
-        while self.n:
-            self.popped += 1
-            t, node = self.get(0)
-            if t != node.last_access and node.alive:
-                self.sift_down((node.last_access, node))
-                continue
-            self.n -= 1
-            last = self.get(self.n)
-            if self.n:
-                self.sift_down(last)
-            return node
-        return None
-
-    def push(self, node: Node) -> None:
-        t = node.last_access
-        pos = self.n
-        self.n += 1
-        while pos:
-            up = (pos - 1) // ARITY
-            ku, nu = self.get(up)
-            if t > ku or (t == ku and not before(node, nu)):
-                break
-            self.over[pos] = (ku, nu)
-            pos = up
-        self.over[pos] = (t, node)
-
-    def sift_down(self, entry: Slot) -> None:
-        t, node = entry
-        n = self.n
-        pos = 0
-        while True:
-            c = pos * ARITY + 1
-            if c >= n:
-                break
-            e = min(c + ARITY, n)
-            best = c
-            kb, nb = self.get(c)
-            for j in range(c + 1, e):
-                kj, nj = self.get(j)
-                if kj < kb or (kj == kb and before(nj, nb)):
-                    best, kb, nb = j, kj, nj
-            if t < kb or (t == kb and before(node, nb)):
-                break
-            self.over[pos] = (kb, nb)
-            pos = best
-        self.over[pos] = entry
-
-
-def next_victim(cache: UniCache) -> tuple[Node, int]:
-    """Read-only: replay a one-page Full device pass on views of the queues; its victim and how many
-    entries it popped.
-
-    The same tests as `DevicePass.next_victim` on a tree whose device leaves
-    are all backed up (a stale entry, touched since, is filed again; one that
-    is dead, off device or no longer a leaf is dropped; a pinned one is held
-    back), then the pushes of `Evictor.demote` (the parent, if it becomes a
-    leaf; the victim on the host queue). Replaying reads what the real calls
-    will read, which is what warms them.
-    """
-    comps = cache.components
-    full = comps.full
-    fdev = full.dev
-    dev = QueueView(full.lru_device)
-    dbit = full.lru_device.bit
-    while (node := dev.pop()) is not None:
-        parent = node.parent
-        if not node.slot or fdev[node.slot] is None or parent is None or node.dev_children:
-            continue
-        if comps.pinned(node):
-            continue
-        if parent.parent is not None and parent.dev_children == 1 and not parent.lru & dbit:
-            dev.push(parent)
-        if not node.children and full.host_col[node.slot] is not None and not node.lru & full.lru_host.bit:
-            QueueView(full.lru_host).push(node)
-        return node, dev.popped
-    raise AssertionError("no eviction victim left: the cache is sized so that there is always one")
-
-
-def touch_eviction(cache: UniCache, victim: Node) -> int:
-    """Read (untimed) what evicting `victim` reads besides the heaps (`next_victim` replays those):
-    the victim, its parent and grandparent, their page rows and the pool's bytes for them."""
-    comps = cache.components
-    full = comps.full
-    device = full.device
-    acc = 0
-    y: Node | None = victim
-    for _ in range(3):
-        if y is None:
-            break
-        acc += y.slot + y.dev_children + y.lru + y.last_access + y.end + len(y.children)
-        comps.pinned(y)
-        pages = full.dev[y.slot]
-        if pages is not None:
-            for q in pages:
-                acc += q + device.is_free(q)
-        host = full.host_col[y.slot]
-        acc += 0 if host is None else len(host)
-        y = y.parent
-    return acc
 
 
 def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> dict[str, tuple[float, float]]:

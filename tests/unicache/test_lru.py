@@ -1,23 +1,29 @@
-"""LazyLRU: least recently used first, deeper first on ties, lazy re-sorting; pop for pop as `HeapqLRU`."""
+"""The eviction queues: least recently used first, deeper first on ties, lazy re-sorting; `LazyLRU` pops as `HeapqLRU`."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from unicache.tree import Node, RadixTree, encode_tokens
-from unicache.tree.lru import LazyLRU
-from unicache.tree.lru_heapq import HeapqLRU
+from unicache.tree.lru import COMPILED, HeapqLRU, LazyLRU, new_lru
 
 
-def test_order_ties_and_lazy_touch() -> None:
+QUEUES = pytest.mark.parametrize("queue", [LazyLRU, HeapqLRU])
+
+
+@QUEUES
+def test_order_ties_and_lazy_touch(queue: type[LazyLRU]) -> None:
     t = RadixTree(1)
     a = t.add_leaf(t.root, encode_tokens([1, 2], 4))
     b = t.add_leaf(a, encode_tokens([3], 4))
     c = t.add_leaf(t.root, encode_tokens([9], 4))
     for x, clk in ((a, 5), (b, 5), (c, 3)):
         x.last_access = clk
-    lru = LazyLRU(1)
+    lru = queue(1)
     for x in (a, b, c):
         lru.push(x)
     lru.push(a)
@@ -32,14 +38,21 @@ def test_order_ties_and_lazy_touch() -> None:
     assert c.lru == 0 and len(lru) == 0
 
 
-def test_ties_on_time_and_depth_go_to_the_older_id() -> None:
+@QUEUES
+def test_ties_on_time_and_depth_go_to_the_older_id(queue: type[LazyLRU]) -> None:
     t = RadixTree(1)
     xs = [t.add_leaf(t.root, encode_tokens([i], 4)) for i in range(20)]
-    lru = LazyLRU(1)
+    lru = queue(1)
     for x in reversed(xs):
         x.last_access = 7
         lru.push(x)
     assert [lru.pop() for _ in xs] == xs
+
+
+def test_each_build_gets_its_queue() -> None:
+    """Compiled: the 8-ary `LazyLRU`; interpreted: `HeapqLRU` (see `unicache.tree.lru`)."""
+    assert COMPILED == (os.environ.get("UNICACHE_BUILD") == "compiled")
+    assert type(new_lru(1)) is (LazyLRU if COMPILED else HeapqLRU)
 
 
 def _forest(rng_ends: list[int]) -> list[Node]:
@@ -90,7 +103,7 @@ def test_pops_match_the_heapq_reference(depths: list[int], times: list[int], ops
         elif v < 3:
             ref.discard_all()
             new.discard_all()
-        assert sorted(e[:3] for e in ref.heap) == sorted(e[:3] for e in new.entries())
+        assert sorted(e[:3] for e in ref.entries()) == sorted(e[:3] for e in new.entries())
         for x in nodes:
             assert bool(x.lru & 1) == bool(x.lru & 2), x
     while (a := ref.pop()) is not None:

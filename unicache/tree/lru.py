@@ -8,17 +8,21 @@ node, then the older id; only a tie on the access time reads the two nodes
 (`end` and `id` never change while a node lives). Compiled, `keys` is read
 and written natively (int64, no boxing).
 
-Why this layout and not `heapq` over entry tuples (kept as
-`unicache.tree.lru_heapq.HeapqLRU`, the exact-order reference): a pop reads
-one run of 8 keys per level (one cache line) over log8 n levels, where
-`heapq` reads two scattered tuples and their ints per level over log2 n.
-Cold, at 100k entries, that is about 6 levels of misses instead of 17, so
-eviction's cost stays flat as the tree grows (docs/performance.md, "Where
-eviction's growth comes from").
+Why this layout and not `heapq` over entry tuples (`HeapqLRU`, the previous
+queue): a pop reads one run of 8 keys per level (one cache line) over log8
+n levels, where `heapq` reads two scattered tuples and their ints per level
+over log2 n. Cold, at 100k entries, that is about 6 levels of misses
+instead of 17, so eviction's cost stays flat as the tree grows.
+
+`new_lru` picks the queue for the build: `LazyLRU` compiled; `HeapqLRU`
+interpreted, where `heapq`'s C sift beats an interpreted 8-ary sift at
+every size measured (docs/performance.md, "Where eviction's growth comes
+from"). Both pop exactly the same nodes (tests/unicache/test_lru.py).
 """
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from typing import Final
 
 from librt.vecs import append as vec_append
@@ -63,7 +67,7 @@ class LazyLRU:
         return len(self.nodes)
 
     def entries(self) -> list[Entry]:
-        """Every entry, in heap (not pop) order: for checks and snapshots, not for the hot path."""
+        """Every entry, in no particular order: for checks and snapshots, not for the hot path."""
         return [(t, -x.end, x.id, x) for t, x in zip(self.keys, self.nodes)]
 
     def push(self, node: Node) -> None:
@@ -144,3 +148,58 @@ class LazyLRU:
             pos = best
         keys[pos] = t
         nodes[pos] = node
+
+
+class HeapqLRU(LazyLRU):
+    """The same queue as `heapq` over `Entry` tuples (the base's arrays stay empty).
+
+    The interpreted build's queue, and `LazyLRU`'s exact-order reference.
+    """
+
+    __slots__ = ("heap",)
+
+    heap: list[Entry]
+
+    def __init__(self, bit: int) -> None:
+        super().__init__(bit)
+        self.heap = []
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def entries(self) -> list[Entry]:
+        return list(self.heap)
+
+    def push(self, node: Node) -> None:
+        bit = self.bit
+        if node.lru & bit:
+            return
+        node.lru |= bit
+        heappush(self.heap, (node.last_access, -node.end, node.id, node))
+
+    def pop(self) -> Node | None:
+        heap = self.heap
+        while heap:
+            entry = heappop(heap)
+            node = entry[3]
+            if entry[0] != node.last_access and node.alive:
+                heappush(heap, (node.last_access, -node.end, node.id, node))
+                continue
+            node.lru &= ~self.bit
+            return node
+        return None
+
+    def discard_all(self) -> None:
+        bit = self.bit
+        for entry in self.heap:
+            entry[3].lru &= ~bit
+        self.heap.clear()
+
+
+COMPILED: Final = __file__.endswith((".so", ".pyd"))
+"""Whether this module is a compiled extension (the mypyc build)."""
+
+
+def new_lru(bit: int) -> LazyLRU:
+    """An empty eviction queue for heap bit `bit`, the faster one for this build (see the module docstring)."""
+    return LazyLRU(bit) if COMPILED else HeapqLRU(bit)
