@@ -1,5 +1,6 @@
-"""The eviction queue alone as it grows: `LazyLRU` (8-ary heap over flat arrays, the compiled build's queue)
-against `HeapqLRU` (`heapq` over entry tuples, the previous queue, kept for the interpreted build), warm and cold.
+"""The eviction queue alone as it grows: the queue before issue 15's change (`TupleLRU`, `heapq` over entry
+tuples) against the two that replace it, `LazyLRU` (8-ary heap over flat arrays, the compiled build's) and
+`HeapqLRU` (`heapq` over packed int keys, the interpreted build's), warm and cold.
 
 Run: `.venv/bin/python benchmarks/bench_lru.py [--sizes 1000,10000,100000] [--pops 2000] [--touched 0.1]
 [--cold-pops 300] [--flush-mb 64]`.
@@ -10,7 +11,7 @@ again when they surface), then times rounds of what one eviction does to the
 queue: pop the least recently used node, and queue its parent, which just
 became a leaf (older than everything queued since, so it arrives out of
 order). Two ways, same entries, same lazy rule, in the same process, and the
-two queues must pop the same nodes in both:
+three queues must pop the same nodes in both:
 
 - warm: `--pops` rounds back to back (what the queue costs when its lines
   are cached);
@@ -18,9 +19,10 @@ two queues must pop the same nodes in both:
   memory (untimed), so the queue's lines have left the caches, as they have
   when an engine evicts between serving requests.
 
-Printed: median ns per round (of `--repeats` runs) for each queue, the old
-over new ratio (above 1.0x: the new queue is faster), and each one's cost at
-the largest size over the smallest (1.0x is flat). Run it on both builds:
+Printed: median ns per round (of `--repeats` runs) for each queue, old over
+new (`TupleLRU` over the queue this build uses, `new_lru`'s: above 1.0x the
+new queue is faster), and each one's cost at the largest size over the
+smallest (1.0x is flat). Run it on both builds:
 interpreted (as above) and compiled (`cd build/compiled &&
 UNICACHE_BUILD=compiled PYTHONPATH=$PWD ../../.venv/bin/python
 benchmarks/bench_lru.py`); the compiled build is where the 8-ary queue is used.
@@ -38,9 +40,10 @@ from rich.console import Console
 from rich.table import Table
 
 from unicache.tree import Node, RadixTree, encode_tokens
-from unicache.tree.lru import HeapqLRU, LazyLRU
+from unicache.tree.lru import HeapqLRU, LazyLRU, TupleLRU, new_lru
 
-KINDS = ("heapq (old)", "8-ary (new)")
+QUEUES: dict[str, type[LazyLRU]] = {"tuples (old)": TupleLRU, "8-ary": LazyLRU, "packed ints": HeapqLRU}
+KINDS = tuple(QUEUES)
 
 
 def build(n: int, touched: float, seed: int) -> tuple[list[Node], list[Node]]:
@@ -63,7 +66,7 @@ def build(n: int, touched: float, seed: int) -> tuple[list[Node], list[Node]]:
 def run(kind: str, n: int, pops: int, touched: float, seed: int, flush: np.ndarray | None) -> tuple[float, list[int]]:
     """Median-free mean ns per round over `pops` rounds; `flush` (when given) is read before each round."""
     parents, leaves = build(n, touched, seed)
-    q: LazyLRU | HeapqLRU = HeapqLRU(1) if kind == KINDS[0] else LazyLRU(1)
+    q = QUEUES[kind](1)
     for x in leaves:
         q.push(x)
     order: list[int] = []
@@ -101,7 +104,8 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     flush = np.ones(args.flush_mb << 17, dtype=np.float64)
-    table = Table(title="eviction queue: ns per pop + parent re-queue (median of repeats)")
+    new = next(k for k, cls in QUEUES.items() if cls is type(new_lru(1)))
+    table = Table(title=f"eviction queue: ns per pop + parent re-queue (median of repeats); this build uses {new}")
     table.add_column("nodes", justify="right")
     modes = ("warm", "cold")
     for m in modes:
@@ -119,18 +123,18 @@ def main() -> None:
                 for k in KINDS:
                     ns, orders[k] = run(k, n, pops, args.touched, args.seed, flush if m == "cold" else None)
                     got[k].append(ns)
-            if orders[KINDS[0]] != orders[KINDS[1]]:
-                raise SystemExit(f"N={n}: the two queues popped different nodes")
+            if any(orders[k] != orders[KINDS[0]] for k in KINDS):
+                raise SystemExit(f"N={n}: the queues popped different nodes")
             med = {k: sorted(v)[len(v) // 2] for k, v in got.items()}
             for k in KINDS:
                 cost[(m, k)].append(med[k])
-            cells += [*(f"{med[k]:,.0f}" for k in KINDS), f"{med[KINDS[0]] / med[KINDS[1]]:.2f}x"]
+            cells += [*(f"{med[k]:,.0f}" for k in KINDS), f"{med[KINDS[0]] / med[new]:.2f}x"]
         table.add_row(f"{n:,}", *cells)
     last: list[str] = []
     for m in modes:
         last += [*(f"{cost[(m, k)][-1] / cost[(m, k)][0]:.2f}x" for k in KINDS), ""]
     table.add_row(f"{sizes[-1]:,}/{sizes[0]:,}", *last)
-    Console(width=160).print(table)
+    Console(width=200).print(table)
 
 
 if __name__ == "__main__":

@@ -13,40 +13,42 @@ from __future__ import annotations
 
 from unicache import UniCache
 from unicache.tree import Node
-from unicache.tree.lru import ARITY, Entry, HeapqLRU, LazyLRU, before
+from unicache.tree.lru import ARITY, E_MAX, FIELD_BITS, ID_MASK, HeapqLRU, LazyLRU, before
 
 class HeapView:
     """A read-only view of a `HeapqLRU` that replays its pops and pushes (`heapq`'s sift) on top of it.
 
-    Writes go to an overlay (position -> entry), so replaying an eviction's
-    pops and pushes reads exactly the entries the real ones will read (the
-    same sift algorithm as `heapq`) and changes nothing.
+    Writes go to an overlay (position -> key), so replaying an eviction's
+    pops and pushes reads exactly the keys the real ones will read (the same
+    sift algorithm as `heapq`), and each popped key's node through `by_id`,
+    and changes nothing.
     """
 
-    __slots__ = ("base", "over", "n", "popped")
+    __slots__ = ("base", "by_id", "over", "n", "popped")
 
     def __init__(self, q: HeapqLRU) -> None:
         self.base = q.heap
-        self.over: dict[int, Entry] = {}
+        self.by_id = q.by_id
+        self.over: dict[int, int] = {}
         self.n = len(self.base)
         self.popped = 0
 
-    def get(self, i: int) -> Entry:
+    def get(self, i: int) -> int:
         e = self.over.get(i)
         return self.base[i] if e is None else e
 
     def pop(self) -> Node | None:
-        """`HeapqLRU.pop`'s reads: entries popped, stale ones pushed again."""
-        while (entry := self.pop_entry()) is not None:
+        """`HeapqLRU.pop`'s reads: keys popped, stale ones pushed again."""
+        while (k := self.pop_entry()) is not None:
             self.popped += 1
-            node = entry[3]
-            if entry[0] != node.last_access and node.alive:
+            node = self.by_id[k & ID_MASK]
+            if k >> (2 * FIELD_BITS) != node.last_access and node.alive:
                 self.push(node)
                 continue
             return node
         return None
 
-    def pop_entry(self) -> Entry | None:
+    def pop_entry(self) -> int | None:
         if not self.n:
             return None
         self.n -= 1
@@ -59,7 +61,7 @@ class HeapView:
         return top
 
     def push(self, node: Node) -> None:
-        self.over[self.n] = (node.last_access, -node.end, node.id, node)
+        self.over[self.n] = (((node.last_access << FIELD_BITS) | (E_MAX - node.end)) << FIELD_BITS) | node.id
         self.n += 1
         self.sift_down(0, self.n - 1)
 

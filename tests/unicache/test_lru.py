@@ -1,4 +1,4 @@
-"""The eviction queues: least recently used first, deeper first on ties, lazy re-sorting; `LazyLRU` pops as `HeapqLRU`."""
+"""The eviction queues: least recently used first, deeper first on ties, lazy re-sorting; all pop as `TupleLRU`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from unicache.tree import Node, RadixTree, encode_tokens
-from unicache.tree.lru import COMPILED, HeapqLRU, LazyLRU, new_lru
+from unicache.tree.lru import COMPILED, FIELD_BITS, HeapqLRU, LazyLRU, TupleLRU, new_lru
 
 
-QUEUES = pytest.mark.parametrize("queue", [LazyLRU, HeapqLRU])
+QUEUES = pytest.mark.parametrize("queue", [LazyLRU, HeapqLRU, TupleLRU])
 
 
 @QUEUES
@@ -80,32 +80,52 @@ OPS = st.tuples(st.sampled_from(("push", "push", "touch", "pop", "kill", "discar
 def test_pops_match_the_heapq_reference(depths: list[int], times: list[int], ops: list[tuple[str, int, int]]) -> None:
     """Random pushes, touches (forward and back, so many ties), pops, deaths and resets: same pops, same bits.
 
-    Both queues file the same nodes (bit 1 for the reference, bit 2 for
-    `LazyLRU`); every pop must return the same node, and after every step the
-    two hold the same entries.
+    `LazyLRU` and `HeapqLRU` file the same nodes as the reference `TupleLRU`
+    (the queue before issue 15's change), each on its own bit; every pop
+    must return the same node from all three, and after every step they
+    hold the same entries.
     """
     nodes = _forest(depths)
     for x, clk in zip(nodes, times):
         x.last_access = clk
-    ref, new = HeapqLRU(1), LazyLRU(2)
+    ref = TupleLRU(1)
+    queues: list[LazyLRU] = [LazyLRU(2), HeapqLRU(4)]
     for op, i, v in ops:
         if op == "push":
             ref.push(nodes[i])
-            new.push(nodes[i])
+            for q in queues:
+                q.push(nodes[i])
         elif op == "touch":
             nodes[i].last_access = v
         elif op == "pop":
             for _ in range(1 + v % 4):
-                a, b = ref.pop(), new.pop()
-                assert a is b, (a, b)
+                a = ref.pop()
+                for q in queues:
+                    b = q.pop()
+                    assert a is b, (type(q).__name__, a, b)
         elif op == "kill":
             nodes[i].slot = 0
         elif v < 3:
             ref.discard_all()
-            new.discard_all()
-        assert sorted(e[:3] for e in ref.entries()) == sorted(e[:3] for e in new.entries())
+            for q in queues:
+                q.discard_all()
+        want = sorted(e[:3] for e in ref.entries())
+        for q in queues:
+            assert sorted(e[:3] for e in q.entries()) == want, type(q).__name__
         for x in nodes:
-            assert bool(x.lru & 1) == bool(x.lru & 2), x
+            assert bool(x.lru & 1) == bool(x.lru & 2) == bool(x.lru & 4), x
     while (a := ref.pop()) is not None:
-        assert new.pop() is a
-    assert new.pop() is None and len(new) == 0
+        for q in queues:
+            assert q.pop() is a
+    for q in queues:
+        assert q.pop() is None and len(q) == 0
+
+
+def test_packed_queue_refuses_ids_past_its_fields() -> None:
+    t = RadixTree(1)
+    x = t.add_leaf(t.root, encode_tokens([1], 4))
+    x.id = 1 << FIELD_BITS
+    q = HeapqLRU(1)
+    with pytest.raises(OverflowError, match=f"node {x.id}"):
+        q.push(x)
+    assert x.lru == 0 and len(q) == 0

@@ -8,16 +8,18 @@ node, then the older id; only a tie on the access time reads the two nodes
 (`end` and `id` never change while a node lives). Compiled, `keys` is read
 and written natively (int64, no boxing).
 
-Why this layout and not `heapq` over entry tuples (`HeapqLRU`, the previous
-queue): a pop reads one run of 8 keys per level (one cache line) over log8
-n levels, where `heapq` reads two scattered tuples and their ints per level
-over log2 n. Cold, at 100k entries, that is about 6 levels of misses
-instead of 17, so eviction's cost stays flat as the tree grows.
+Why this layout and not `heapq` over entry tuples (`TupleLRU`, the queue
+before issue 15's change, kept as the exact-order reference): a pop reads
+one run of 8 keys per level (one cache line) over log8 n levels, where
+`heapq` reads two scattered tuples and their ints per level over log2 n.
+Cold, at 100k entries, that is about 6 levels of misses instead of 17, so
+eviction's cost stays flat as the tree grows.
 
 `new_lru` picks the queue for the build: `LazyLRU` compiled; `HeapqLRU`
-interpreted, where `heapq`'s C sift beats an interpreted 8-ary sift at
-every size measured (docs/performance.md, "Where eviction's growth comes
-from"). Both pop exactly the same nodes (tests/unicache/test_lru.py).
+(`heapq` over one packed int per entry) interpreted, where `heapq`'s C
+sift beats an interpreted 8-ary sift at every size measured
+(docs/performance.md, "Flat eviction"). All three pop exactly the same
+nodes (tests/unicache/test_lru.py).
 """
 
 from __future__ import annotations
@@ -150,11 +152,79 @@ class LazyLRU:
         nodes[pos] = node
 
 
-class HeapqLRU(LazyLRU):
-    """The same queue as `heapq` over `Entry` tuples (the base's arrays stay empty).
+FIELD_BITS: Final = 48
+"""Width of each of `HeapqLRU`'s two low key fields (`E_MAX - end`, then `id`)."""
+E_MAX: Final = (1 << FIELD_BITS) - 1
+ID_MASK: Final = (1 << FIELD_BITS) - 1
 
-    The interpreted build's queue, and `LazyLRU`'s exact-order reference.
+
+class HeapqLRU(LazyLRU):
+    """The same queue as `heapq` over packed int keys (the base's arrays stay empty): the interpreted build's.
+
+    A key is `last_access << 96 | (E_MAX - end) << 48 | id`: one int whose
+    order is the `(last_access, -end, id)` order exactly (for any access
+    time; `end` and `id` must fit 48 bits, else `OverflowError` naming the
+    node). `by_id` maps a queued id to its node. A comparison reads one int
+    object, where a tuple entry costs two reads (the tuple, then its first
+    int), so a cold pop misses about half as often as `TupleLRU`'s.
     """
+
+    __slots__ = ("heap", "by_id")
+
+    heap: list[int]
+    by_id: dict[int, Node]
+
+    def __init__(self, bit: int) -> None:
+        super().__init__(bit)
+        self.heap = []
+        self.by_id = {}
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def entries(self) -> list[Entry]:
+        by_id = self.by_id
+        return [(k >> (2 * FIELD_BITS), -by_id[k & ID_MASK].end, k & ID_MASK, by_id[k & ID_MASK]) for k in self.heap]
+
+    def push(self, node: Node) -> None:
+        bit = self.bit
+        if node.lru & bit:
+            return
+        i = node.id
+        end = node.end
+        if (end | i) >> FIELD_BITS or end < 0 or i < 0:
+            raise OverflowError(f"node {i}: end {end} and id must lie in 0..2**{FIELD_BITS}-1 to be queued")
+        node.lru |= bit
+        self.by_id[i] = node
+        heappush(self.heap, (((node.last_access << FIELD_BITS) | (E_MAX - end)) << FIELD_BITS) | i)
+
+    def pop(self) -> Node | None:
+        heap = self.heap
+        by_id = self.by_id
+        while heap:
+            k = heappop(heap)
+            i = k & ID_MASK
+            node = by_id[i]
+            t = node.last_access
+            if k >> (2 * FIELD_BITS) != t and node.alive:
+                heappush(heap, (((t << FIELD_BITS) | (E_MAX - node.end)) << FIELD_BITS) | i)
+                continue
+            del by_id[i]
+            node.lru &= ~self.bit
+            return node
+        return None
+
+    def discard_all(self) -> None:
+        bit = self.bit
+        for node in self.by_id.values():
+            node.lru &= ~bit
+        self.heap.clear()
+        self.by_id.clear()
+
+
+class TupleLRU(LazyLRU):
+    """The queue before issue 15's change: `heapq` over `Entry` tuples. Kept as the exact-order reference
+    (tests/unicache/test_lru.py) and the baseline of benchmarks/bench_lru.py; the cache does not use it."""
 
     __slots__ = ("heap",)
 
