@@ -10,8 +10,9 @@ and written natively (int64, no boxing).
 
 Why this layout and not `heapq` over entry tuples (`TupleLRU`, the queue
 before issue 15's change, kept as the exact-order reference): a pop reads
-one run of 8 keys per level (one cache line) over log8 n levels, where
-`heapq` reads two scattered tuples and their ints per level over log2 n.
+one run of 8 keys per level (64 bytes: one cache line, or two) over log8 n
+levels, where `heapq` reads two scattered tuples and their ints per level
+over log2 n.
 Cold, at 100k entries, that is about 6 levels of misses instead of 17, so
 eviction's cost stays flat as the tree grows.
 
