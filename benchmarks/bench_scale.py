@@ -32,12 +32,13 @@ calls (gc off, `time.process_time_ns`, the median per call):
                 `--samples` calls each, interleaved in a seeded random order on the same tree:
                 `evict` as is (cold: the real cost; the victim is by definition the node
                 untouched longest), and `evict (warm)`, where just before the timed call
-                (untimed) a read-only replay of the pass on views of its heaps (`heapq`'s
-                sift algorithm over an overlay) reads every entry its pops and pushes will
-                read and finds the victim, then the victim's parent and grandparent, their
-                page rows and allocator bytes are read, so that the same algorithm runs on
-                cache-resident data (the replay's victim is checked against the one
-                evicted). Their difference is memory latency;
+                (untimed) a read-only replay of the pass on views of its queues (the
+                build's queue's own sift algorithm over an overlay: `scale_replay.py`)
+                reads every entry its pops and pushes will read and finds the victim,
+                then the victim's parent and grandparent, their page rows and allocator
+                bytes are read, so that the same algorithm runs on cache-resident data
+                (the replay's victim is checked against the one evicted). Their
+                difference is memory latency;
 - load-back:    `load_back` of an evicted node + `poll` + `result`.
 
 Path-walking ops (match, lock, unlock, insert, load-back) are also reported
@@ -87,9 +88,9 @@ from rich.console import Console
 from rich.table import Table
 
 from unicache import CacheConfig, Full, ImmediateEngine, UniCache
+from benchmarks.scale_replay import next_victim, touch_eviction
 from unicache.traces.mooncake import load_mooncake
 from unicache.tree import Node
-from unicache.tree.lru import Entry
 
 REPO = Path(__file__).resolve().parent.parent
 COMPILED = REPO / "build" / "compiled"
@@ -170,131 +171,11 @@ class EvictWork:
 
 
 def heap_census(cache: UniCache) -> tuple[int, float]:
-    """The Full device heap's entries, and the share that is stale (touched since, or no longer a leaf)."""
+    """The Full device queue's entries, and the share that is stale (touched since, or no longer a leaf)."""
     full = cache.components.full
-    heap = full.lru_device.heap
-    stale = sum(1 for t, _, _, x in heap if t != x.last_access or not full.is_device_leaf(x))
-    return len(heap), stale / max(len(heap), 1)
-
-
-class HeapView:
-    """A read-only view of a binary heap that replays `heappop`/`heappush` on top of it.
-
-    Writes go to an overlay (position -> entry), so replaying an eviction's
-    pops and pushes reads exactly the entries the real ones will read (the
-    same sift algorithm as `heapq`) and changes nothing.
-    """
-
-    __slots__ = ("base", "over", "n")
-
-    def __init__(self, base: list[Entry]) -> None:
-        self.base = base
-        self.over: dict[int, Entry] = {}
-        self.n = len(base)
-
-    def get(self, i: int) -> Entry:
-        e = self.over.get(i)
-        return self.base[i] if e is None else e
-
-    def pop(self) -> Entry | None:
-        if not self.n:
-            return None
-        self.n -= 1
-        last = self.get(self.n)
-        if not self.n:
-            return last
-        top = self.get(0)
-        self.over[0] = last
-        self.sift_up(0)
-        return top
-
-    def push(self, entry: Entry) -> None:
-        self.over[self.n] = entry
-        self.n += 1
-        self.sift_down(0, self.n - 1)
-
-    def sift_down(self, start: int, pos: int) -> None:
-        item = self.get(pos)
-        while pos > start:
-            up = (pos - 1) >> 1
-            parent = self.get(up)
-            if not item < parent:
-                break
-            self.over[pos] = parent
-            pos = up
-        self.over[pos] = item
-
-    def sift_up(self, pos: int) -> None:
-        end, start, item = self.n, pos, self.get(pos)
-        child = 2 * pos + 1
-        while child < end:
-            right = child + 1
-            if right < end and not self.get(child) < self.get(right):
-                child = right
-            self.over[pos] = self.get(child)
-            pos = child
-            child = 2 * pos + 1
-        self.over[pos] = item
-        self.sift_down(start, pos)
-
-
-def next_victim(cache: UniCache) -> tuple[Node, list[Entry]]:
-    """Read-only: replay a one-page Full device pass on views of the heaps; the entries it pops and
-    its victim.
-
-    The same tests as `DevicePass.next_victim` on a tree whose device leaves
-    are all backed up (a stale entry, touched since, is queued again; one that
-    is dead, off device or no longer a leaf is dropped; a pinned one is held
-    back), then the pushes of `Evictor.demote` (the parent, if it becomes a
-    leaf; the victim on the host heap). Replaying reads what the real calls
-    will read, which is what warms them.
-    """
-    comps = cache.components
-    full = comps.full
-    fdev = full.dev
-    dev = HeapView(full.lru_device.heap)
-    dbit = full.lru_device.bit
-    seen: list[Entry] = []
-    while (entry := dev.pop()) is not None:
-        seen.append(entry)
-        node = entry[3]
-        if entry[0] != node.last_access and node.alive:
-            dev.push((node.last_access, -node.end, node.id, node))
-            continue
-        parent = node.parent
-        if not node.slot or fdev[node.slot] is None or parent is None or node.dev_children:
-            continue
-        if comps.pinned(node):
-            continue
-        if parent.parent is not None and parent.dev_children == 1 and not parent.lru & dbit:
-            dev.push((parent.last_access, -parent.end, parent.id, parent))
-        if not node.children and full.host_col[node.slot] is not None and not node.lru & full.lru_host.bit:
-            HeapView(full.lru_host.heap).push((node.last_access, -node.end, node.id, node))
-        return node, seen
-    raise AssertionError("no eviction victim left: the cache is sized so that there is always one")
-
-
-def touch_eviction(cache: UniCache, victim: Node) -> int:
-    """Read (untimed) what evicting `victim` reads besides the heaps (`next_victim` replays those):
-    the victim, its parent and grandparent, their page rows and the pool's bytes for them."""
-    comps = cache.components
-    full = comps.full
-    device = full.device
-    acc = 0
-    y: Node | None = victim
-    for _ in range(3):
-        if y is None:
-            break
-        acc += y.slot + y.dev_children + y.lru + y.last_access + y.end + len(y.children)
-        comps.pinned(y)
-        pages = full.dev[y.slot]
-        if pages is not None:
-            for q in pages:
-                acc += q + device.is_free(q)
-        host = full.host_col[y.slot]
-        acc += 0 if host is None else len(host)
-        y = y.parent
-    return acc
+    q = full.lru_device
+    stale = sum(1 for t, _, _, x in q.entries() if t != x.last_access or not full.is_device_leaf(x))
+    return len(q), stale / max(len(q), 1)
 
 
 def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> dict[str, tuple[float, float]]:
@@ -357,7 +238,7 @@ def measure(drv: Driver, samples: int, rng: random.Random, work: EvictWork) -> d
                 assert not full.on_device(victim), f"the replay predicted victim {victim.id}, not the one evicted"
                 parent = victim.parent
                 assert parent is not None
-                popped += len(entries)
+                popped += entries
                 requeued += parent.parent is not None and full.is_device_leaf(parent)
             else:
                 t0 = clock()

@@ -445,7 +445,7 @@ def _check_heaps(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     host = [st.lru_host for st in cache.components.by_index]
     for heap in (*dev, *host):
         bits = sum(1 for x in nodes if x.lru & heap.bit)
-        alive_entries = sum(1 for e in heap.heap if e[3].alive)
+        alive_entries = sum(1 for e in heap.entries() if e[3].alive)
         if bits != alive_entries:
             r.add("lru", f"heap bit {heap.bit}: {bits} nodes flagged, {alive_entries} live entries")
     full = cache.components.full

@@ -79,7 +79,7 @@ class CacheSnapshot:
         heaps: list[tuple[str, tuple[tuple[int, int, int], ...]]] = []
         for store in cache.components.by_index:
             for tier, lru in (("device", store.lru_device), ("host", store.lru_host)):
-                entries = sorted((e[0], e[1], e[2]) for e in lru.heap)
+                entries = sorted((e[0], e[1], e[2]) for e in lru.entries())
                 heaps.append((f"{store.marker.__name__}.{tier}", tuple(entries)))
         allocs = [(p.name, _allocator(p.alloc)) for p in pools]
         allocs += [(f"store {s.marker.__name__}", (s.device.name, s.host.name)) for s in cache.components.by_index]

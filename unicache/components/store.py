@@ -33,7 +33,7 @@ from leases import PinSet
 from mypy_extensions import mypyc_attr
 
 from unicache.pools.allocator import SlotAllocator
-from unicache.tree.lru import LazyLRU
+from unicache.tree.lru import LazyLRU, new_lru
 from unicache.tree.node import Node
 
 
@@ -66,8 +66,8 @@ class ComponentStore(abc.ABC):
 
     def new_tree(self) -> None:
         """Fresh, empty eviction heaps (a new tree after `reset`)."""
-        self.lru_device = LazyLRU(1 << self.index)
-        self.lru_host = LazyLRU(8 << self.index)
+        self.lru_device = new_lru(1 << self.index)
+        self.lru_host = new_lru(8 << self.index)
 
     @abc.abstractmethod
     def pins(self, node: Node) -> PinSet[Any, Node] | None:
