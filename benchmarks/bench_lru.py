@@ -40,9 +40,9 @@ from rich.console import Console
 from rich.table import Table
 
 from unicache.tree import Node, RadixTree, encode_tokens
-from unicache.tree.lru import HeapqLRU, LazyLRU, TupleLRU, new_lru
+from unicache.tree.lru import EvictionQueue, HeapqLRU, LazyLRU, TupleLRU, new_lru
 
-QUEUES: dict[str, type[LazyLRU]] = {"tuples (old)": TupleLRU, "8-ary": LazyLRU, "packed ints": HeapqLRU}
+QUEUES: dict[str, type[EvictionQueue]] = {"tuples (old)": TupleLRU, "8-ary": LazyLRU, "packed ints": HeapqLRU}
 KINDS = tuple(QUEUES)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from unicache import UniCache
 from unicache.tree import Node
-from unicache.tree.lru import ARITY, E_MAX, FIELD_BITS, ID_MASK, HeapqLRU, LazyLRU, before
+from unicache.tree.lru import ARITY, E_MAX, FIELD_BITS, ID_MASK, EvictionQueue, HeapqLRU, LazyLRU, before
 
 class HeapView:
     """A read-only view of a `HeapqLRU` that replays its pops and pushes (`heapq`'s sift) on top of it.
@@ -57,15 +57,16 @@ class HeapView:
             return last
         top = self.get(0)
         self.over[0] = last
-        self.sift_up(0)
+        self.sink(0)
         return top
 
     def push(self, node: Node) -> None:
         self.over[self.n] = (((node.last_access << FIELD_BITS) | (E_MAX - node.end)) << FIELD_BITS) | node.id
         self.n += 1
-        self.sift_down(0, self.n - 1)
+        self.bubble_up(0, self.n - 1)
 
-    def sift_down(self, start: int, pos: int) -> None:
+    def bubble_up(self, start: int, pos: int) -> None:
+        """Move the item at `pos` toward the root, not above `start` (heapq's `_siftdown`)."""
         item = self.get(pos)
         while pos > start:
             up = (pos - 1) >> 1
@@ -76,7 +77,8 @@ class HeapView:
             pos = up
         self.over[pos] = item
 
-    def sift_up(self, pos: int) -> None:
+    def sink(self, pos: int) -> None:
+        """Move the item at `pos` down to a leaf along the smaller children, then up to its place (heapq's `_siftup`)."""
         end, start, item = self.n, pos, self.get(pos)
         child = 2 * pos + 1
         while child < end:
@@ -87,7 +89,7 @@ class HeapView:
             pos = child
             child = 2 * pos + 1
         self.over[pos] = item
-        self.sift_down(start, pos)
+        self.bubble_up(start, pos)
 
 
 Slot = tuple[int, Node]
@@ -166,9 +168,13 @@ class QueueView:
         self.over[pos] = entry
 
 
-def view(q: LazyLRU) -> HeapView | QueueView:
+def view(q: EvictionQueue) -> HeapView | QueueView:
     """The replaying view for the queue's kind."""
-    return HeapView(q) if isinstance(q, HeapqLRU) else QueueView(q)
+    if isinstance(q, HeapqLRU):
+        return HeapView(q)
+    if isinstance(q, LazyLRU):
+        return QueueView(q)
+    raise TypeError(f"no replaying view for a {type(q).__name__}")
 
 
 def next_victim(cache: UniCache) -> tuple[Node, int]:

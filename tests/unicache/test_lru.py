@@ -9,14 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from unicache.tree import Node, RadixTree, encode_tokens
-from unicache.tree.lru import COMPILED, FIELD_BITS, HeapqLRU, LazyLRU, TupleLRU, new_lru
+from unicache.tree.lru import COMPILED, FIELD_BITS, EvictionQueue, HeapqLRU, LazyLRU, TupleLRU, new_lru
 
 
 QUEUES = pytest.mark.parametrize("queue", [LazyLRU, HeapqLRU, TupleLRU])
 
 
 @QUEUES
-def test_order_ties_and_lazy_touch(queue: type[LazyLRU]) -> None:
+def test_order_ties_and_lazy_touch(queue: type[EvictionQueue]) -> None:
     t = RadixTree(1)
     a = t.add_leaf(t.root, encode_tokens([1, 2], 4))
     b = t.add_leaf(a, encode_tokens([3], 4))
@@ -39,7 +39,7 @@ def test_order_ties_and_lazy_touch(queue: type[LazyLRU]) -> None:
 
 
 @QUEUES
-def test_ties_on_time_and_depth_go_to_the_older_id(queue: type[LazyLRU]) -> None:
+def test_ties_on_time_and_depth_go_to_the_older_id(queue: type[EvictionQueue]) -> None:
     t = RadixTree(1)
     xs = [t.add_leaf(t.root, encode_tokens([i], 4)) for i in range(20)]
     lru = queue(1)
@@ -89,7 +89,7 @@ def test_pops_match_the_heapq_reference(depths: list[int], times: list[int], ops
     for x, clk in zip(nodes, times):
         x.last_access = clk
     ref = TupleLRU(1)
-    queues: list[LazyLRU] = [LazyLRU(2), HeapqLRU(4)]
+    queues: list[EvictionQueue] = [LazyLRU(2), HeapqLRU(4)]
     for op, i, v in ops:
         if op == "push":
             ref.push(nodes[i])

@@ -33,7 +33,7 @@ from leases import PinSet
 from mypy_extensions import mypyc_attr
 
 from unicache.pools.allocator import SlotAllocator
-from unicache.tree.lru import LazyLRU, new_lru
+from unicache.tree.lru import EvictionQueue, new_lru
 from unicache.tree.node import Node
 
 
@@ -52,8 +52,8 @@ class ComponentStore(abc.ABC):
 
     device: SlotAllocator
     host: SlotAllocator
-    lru_device: LazyLRU
-    lru_host: LazyLRU
+    lru_device: EvictionQueue
+    lru_host: EvictionQueue
 
     def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
         self.device = device

@@ -16,7 +16,7 @@ from unicache.markers import FULL, SWA_IDX
 from unicache.ops.blocked import BlockLog
 from unicache.ops.host_eviction import HostEvictor
 from unicache.ops.removal import NodeRemoval, iter_subtree
-from unicache.tree.lru import LazyLRU
+from unicache.tree.lru import EvictionQueue
 from unicache.tree.node import Node
 
 
@@ -55,7 +55,7 @@ class DevicePass:
 
     _blocked: list[Node]
 
-    def __init__(self, evictor: Evictor, i: int, n: int, heap: LazyLRU, write_back: bool) -> None:
+    def __init__(self, evictor: Evictor, i: int, n: int, heap: EvictionQueue, write_back: bool) -> None:
         self._evictor = evictor
         self._components = evictor.components
         self._full = i == FULL

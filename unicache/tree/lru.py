@@ -46,31 +46,63 @@ def before(a: Node, b: Node) -> bool:
     return a.end > b.end or (a.end == b.end and a.id < b.id)
 
 
-class LazyLRU:
-    """Least-recently-used first; ties go to the deeper node (leaf-first).
+class EvictionQueue:
+    """An eviction queue: least-recently-used first; ties go to the deeper node (leaf-first), then the older id.
 
     Touching a node costs nothing here: an entry whose recorded access time
     is older than the node's is filed again with the current time when it
     surfaces. `bit` marks membership in `Node.lru`, so a node is never in
     one queue twice. Validity (residency, pins) is the caller's test.
+    `LazyLRU`, `HeapqLRU` and `TupleLRU` are its three layouts.
     """
 
-    __slots__ = ("keys", "nodes", "bit")
+    __slots__ = ("bit",)
 
-    keys: vec[i64]
-    nodes: list[Node]
     bit: int
 
     def __init__(self, bit: int) -> None:
+        self.bit = bit
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def entries(self) -> list[Entry]:
+        """Every entry, in no particular order: for checks and snapshots, not for the hot path."""
+        raise NotImplementedError
+
+    def push(self, node: Node) -> None:
+        """File `node` (a no-op when it already carries this queue's bit)."""
+        raise NotImplementedError
+
+    def pop(self) -> Node | None:
+        """The least recently used node still carrying this queue's bit, or None when empty.
+
+        The bit is cleared; the caller pushes the node back if it stays a candidate.
+        """
+        raise NotImplementedError
+
+    def discard_all(self) -> None:
+        """Empty the queue, clearing the bit of every node in it."""
+        raise NotImplementedError
+
+
+class LazyLRU(EvictionQueue):
+    """The 8-ary heap over flat arrays (the module docstring): the compiled build's queue."""
+
+    __slots__ = ("keys", "nodes")
+
+    keys: vec[i64]
+    nodes: list[Node]
+
+    def __init__(self, bit: int) -> None:
+        super().__init__(bit)
         self.keys = vec[i64]()
         self.nodes = []
-        self.bit = bit
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     def entries(self) -> list[Entry]:
-        """Every entry, in no particular order: for checks and snapshots, not for the hot path."""
         return [(t, -x.end, x.id, x) for t, x in zip(self.keys, self.nodes)]
 
     def push(self, node: Node) -> None:
@@ -96,10 +128,6 @@ class LazyLRU:
         nodes[pos] = node
 
     def pop(self) -> Node | None:
-        """The least recently used node still carrying this queue's bit, or None when empty.
-
-        The bit is cleared; the caller pushes the node back if it stays a candidate.
-        """
         keys = self.keys
         nodes = self.nodes
         while nodes:
@@ -159,8 +187,8 @@ E_MAX: Final = (1 << FIELD_BITS) - 1
 ID_MASK: Final = (1 << FIELD_BITS) - 1
 
 
-class HeapqLRU(LazyLRU):
-    """The same queue as `heapq` over packed int keys (the base's arrays stay empty): the interpreted build's.
+class HeapqLRU(EvictionQueue):
+    """The same queue as `heapq` over packed int keys: the interpreted build's.
 
     A key is `last_access << 96 | (E_MAX - end) << 48 | id`: one int whose
     order is the `(last_access, -end, id)` order exactly (for any access
@@ -223,7 +251,7 @@ class HeapqLRU(LazyLRU):
         self.by_id.clear()
 
 
-class TupleLRU(LazyLRU):
+class TupleLRU(EvictionQueue):
     """The queue before issue 15's change: `heapq` over `Entry` tuples. Kept as the exact-order reference
     (tests/unicache/test_lru.py) and the baseline of benchmarks/bench_lru.py; the cache does not use it."""
 
@@ -271,6 +299,6 @@ COMPILED: Final = __file__.endswith((".so", ".pyd"))
 """Whether this module is a compiled extension (the mypyc build)."""
 
 
-def new_lru(bit: int) -> LazyLRU:
+def new_lru(bit: int) -> EvictionQueue:
     """An empty eviction queue for heap bit `bit`, the faster one for this build (see the module docstring)."""
     return LazyLRU(bit) if COMPILED else HeapqLRU(bit)
