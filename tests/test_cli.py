@@ -18,7 +18,8 @@ def test_replay_writes_report_and_plot(tmp_path: Path, capsys: pytest.CaptureFix
     report_path = tmp_path / "out" / "report.json"
     plot_path = tmp_path / "out" / "run.png"
     status = main(["replay", "--requests", "60", "--tokens-per-block", "8", "--no-progress",
-                   "--components", "full,swa,mamba", "--faults", "delay,reorder,duplicate,fail",
+                   "--components", "full,swa,mamba", "--transfer", "simulated",
+                   "--faults", "delay,reorder,duplicate,fail",
                    "--report", str(report_path), "--plot", str(plot_path), "--crash-dir", str(tmp_path / "crash")])
     assert status == EXIT_OK
     report = json.loads(report_path.read_text())
@@ -45,11 +46,17 @@ def test_replay_json_output_and_explicit_trace_file(tmp_path: Path, capsys: pyte
 def test_replay_command_line_defaults_are_the_replay_defaults() -> None:
     from unicache.cli import _build_parser
     from unicache.engine.commands import replay_options
-    from unicache.engine.replay import ReplayOptions
+    from unicache.engine.replay import DEFAULT_FAULTS, ReplayOptions
+    from unicache.engine.transfers import resolve_transfer
 
-    assert replay_options(_build_parser().parse_args(["replay"])) == ReplayOptions()
-    opts = replay_options(_build_parser().parse_args(["replay", "--mean-delay", "2.5", "--max-delay", "9",
-                                                      "--decode-per-step", "3"]))
+    on_auto = DEFAULT_FAULTS if resolve_transfer("auto") == "simulated" else ()
+    assert replay_options(_build_parser().parse_args(["replay"])) == ReplayOptions(faults=on_auto)
+    assert replay_options(_build_parser().parse_args(["replay", "--transfer", "simulated"])) == \
+        ReplayOptions(transfer="simulated")
+    for engine in ("immediate", "threaded", "cuda"):
+        assert replay_options(_build_parser().parse_args(["replay", "--transfer", engine])).faults == ()
+    opts = replay_options(_build_parser().parse_args(["replay", "--transfer", "simulated", "--mean-delay", "2.5",
+                                                      "--max-delay", "9", "--decode-per-step", "3"]))
     assert (opts.mean_delay, opts.max_delay, opts.decode_tokens_per_step()) == (2.5, 9, 3)
     assert opts.fault_spec().mean_delay == 2.5 and opts.fault_spec().max_delay == 9
 
@@ -341,7 +348,8 @@ def test_one_mamba_slot_for_a_request_that_can_resume_from_a_state_is_refused(
      "--mean-delay 3.0: only the delay fault delays copies and the threaded transfer engine injects none"),
     (["replay", "--transfer", "simulated", "--faults", "reorder,duplicate", "--max-delay", "9"],
      "--max-delay 9: only the delay or lose fault delays copies and the faults are reorder,duplicate"),
-    (["replay", "--faults", "none", "--mean-delay", "2"], "the faults are none; drop --mean-delay"),
+    (["replay", "--transfer", "simulated", "--faults", "none", "--mean-delay", "2"],
+     "the faults are none; drop --mean-delay"),
     (["replay", "--components", "full", "--mamba-slots", "8"],
      "--mamba-slots: --components full has no mamba; drop --mamba-slots or add mamba"),
     (["replay", "--components", "full,swa", "--no-branch-states"], "--no-branch-states: --components full,swa has no mamba"),
@@ -350,6 +358,9 @@ def test_one_mamba_slot_for_a_request_that_can_resume_from_a_state_is_refused(
      "--tokens-per-block 8: trace multiturn:1 is a multiturn trace, not Mooncake block ids"),
     (["simulate", "--seed", "3", "--seeds", "4"], "--seed 3 runs that one seed and would ignore --seeds"),
     (["simulate", "--seed", "3", "--first-seed", "0"], "--seed 3 runs that one seed and would ignore --first-seed"),
+    (["simulate", "--write-policy", "write_through", "--write-back", "async"],
+     "--write-back async chooses how write-back eviction waits for its backups and --write-policy write_through "
+     "has none; drop --write-back"),
 ])
 def test_options_the_run_would_ignore_are_refused(argv: list[str], message: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str],
@@ -417,3 +428,19 @@ def test_defaults_are_not_refused_and_the_reproduce_command_is_accepted(
     assert isinstance(options, dict)
     assert list(again.faults) == options["faults"] and again.transfer == options["transfer"]
     assert again.components == tuple(options["components"]) and again.branch_states == options["branch_states"]
+
+
+def test_auto_on_a_gpu_machine_refuses_explicit_faults_and_defaults_to_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--transfer auto` picks cuda when a GPU is present, whose copies inject no faults."""
+    from unicache.cli import _build_parser
+    from unicache.engine.commands import replay_options
+
+    monkeypatch.setattr("unicache.engine.transfers.cuda_available", lambda: True)
+    _no_work(monkeypatch)
+    err = _refused(["replay", "--faults", "delay"], tmp_path, capsys)
+    assert "--faults delay: the cuda transfer engine injects no faults (--transfer auto picked cuda: a GPU is " \
+           "present); pass --transfer simulated" in err
+    assert replay_options(_build_parser().parse_args(["replay"])).faults == ()
+    assert replay_options(_build_parser().parse_args(["replay", "--transfer", "simulated"])).faults == \
+        ("delay", "reorder")
