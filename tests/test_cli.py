@@ -18,7 +18,8 @@ def test_replay_writes_report_and_plot(tmp_path: Path, capsys: pytest.CaptureFix
     report_path = tmp_path / "out" / "report.json"
     plot_path = tmp_path / "out" / "run.png"
     status = main(["replay", "--requests", "60", "--tokens-per-block", "8", "--no-progress",
-                   "--components", "full,swa,mamba", "--faults", "delay,reorder,duplicate,fail",
+                   "--components", "full,swa,mamba", "--transfer", "simulated",
+                   "--faults", "delay,reorder,duplicate,fail",
                    "--report", str(report_path), "--plot", str(plot_path), "--crash-dir", str(tmp_path / "crash")])
     assert status == EXIT_OK
     report = json.loads(report_path.read_text())
@@ -45,11 +46,17 @@ def test_replay_json_output_and_explicit_trace_file(tmp_path: Path, capsys: pyte
 def test_replay_command_line_defaults_are_the_replay_defaults() -> None:
     from unicache.cli import _build_parser
     from unicache.engine.commands import replay_options
-    from unicache.engine.replay import ReplayOptions
+    from unicache.engine.replay import DEFAULT_FAULTS, ReplayOptions
+    from unicache.engine.transfers import resolve_transfer
 
-    assert replay_options(_build_parser().parse_args(["replay"])) == ReplayOptions()
-    opts = replay_options(_build_parser().parse_args(["replay", "--mean-delay", "2.5", "--max-delay", "9",
-                                                      "--decode-per-step", "3"]))
+    on_auto = DEFAULT_FAULTS if resolve_transfer("auto") == "simulated" else ()
+    assert replay_options(_build_parser().parse_args(["replay"])) == ReplayOptions(faults=on_auto)
+    assert replay_options(_build_parser().parse_args(["replay", "--transfer", "simulated"])) == \
+        ReplayOptions(transfer="simulated")
+    for engine in ("immediate", "threaded", "cuda"):
+        assert replay_options(_build_parser().parse_args(["replay", "--transfer", engine])).faults == ()
+    opts = replay_options(_build_parser().parse_args(["replay", "--transfer", "simulated", "--mean-delay", "2.5",
+                                                      "--max-delay", "9", "--decode-per-step", "3"]))
     assert (opts.mean_delay, opts.max_delay, opts.decode_tokens_per_step()) == (2.5, 9, 3)
     assert opts.fault_spec().mean_delay == 2.5 and opts.fault_spec().max_delay == 9
 
@@ -267,3 +274,173 @@ def test_parser_bounds_are_the_engine_bounds() -> None:
 
     assert cli.MAX_HISTORY == budget.MAX_HISTORY and cli.MAX_MEMORY_LIMIT_GIB == budget.MAX_MEMORY_LIMIT_GIB
     assert cli.MOONCAKE_BLOCK_TOKENS == MOONCAKE_BLOCK_TOKENS
+
+
+def _no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make building a cache or starting a sweep fail the test: a refusal must come before any work."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("work started although the input was refused")
+
+    monkeypatch.setattr("unicache.engine.replay.UniCache", refuse)
+    monkeypatch.setattr("unicache.engine.sweep.run_sweep", refuse)
+
+
+def _refused(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``argv``: exit 2, one line on stderr (returned), nothing on stdout, no traceback, no crash dir."""
+    crash = tmp_path / "crash"
+    assert main([*argv, "--no-progress", "--crash-dir", str(crash)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    _one_clean_line(captured.err)
+    assert captured.out == "" and "crash dump" not in captured.err
+    assert not crash.exists()
+    return captured.err
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_duplicate_request_ids_in_a_trace_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch, suffix: str) -> None:
+    import gzip
+
+    trace = tmp_path / f"dup{suffix}"
+    text = "".join(json.dumps(r) + "\n" for r in [{"id": 1, "tokens": [1, 2, 3]}, {"id": 2, "tokens": [4, 5]},
+                                                   {"id": 1, "tokens": [1, 2, 3, 4]}])
+    trace.write_bytes(gzip.compress(text.encode()) if suffix.endswith(".gz") else text.encode())
+    _no_work(monkeypatch)
+    err = _refused(["replay", "--trace", str(trace)], tmp_path, capsys)
+    assert f"{trace}:3: request id 1 is already the id of line 1; give every record" in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--device-tokens", "1", "--requests", "5", "--tokens-per-block", "4"],
+     r"request \d+ of mooncake_conversation .* needs [\d,]+ device tokens \(.*\) but the cache has 1; "
+     r"it could never start: raise --device-tokens to at least [\d,]+"),
+    (["--device-tokens", "8", "--page-size", "4", "--requests", "5", "--tokens-per-block", "4"],
+     r", rounded up to pages of 4\) but the cache has 8; it could never start: raise --device-tokens to at least"),
+])
+def test_a_device_the_largest_request_can_never_fit_is_refused(
+        argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    _no_work(monkeypatch)
+    err = _refused(["replay", *argv], tmp_path, capsys)
+    assert re.search(message, err), err
+
+
+def test_one_mamba_slot_for_a_request_that_can_resume_from_a_state_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"id": 5, "tokens": list(range(1, 11))}) + "\n"
+                     + json.dumps({"id": 6, "tokens": list(range(1, 13))}) + "\n")
+    _no_work(monkeypatch)
+    err = _refused(["replay", "--trace", str(trace), "--mamba-slots", "1", "--cache-chunk", "4"], tmp_path, capsys)
+    assert "request 6 of t.jsonl needs 2 Mamba slots" in err and "raise --mamba-slots to at least 2" in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["replay", "--transfer", "threaded", "--faults", "delay,fail"],
+     "--faults delay,fail: the threaded transfer engine injects no faults; pass --transfer simulated"),
+    (["replay", "--transfer", "immediate", "--faults", "reorder"],
+     "--faults reorder: the immediate transfer engine injects no faults"),
+    (["replay", "--transfer", "cuda", "--faults", "duplicate"],
+     "--faults duplicate: the cuda transfer engine injects no faults"),
+    (["replay", "--transfer", "threaded", "--mean-delay", "3"],
+     "--mean-delay 3.0: only the delay fault delays copies and the threaded transfer engine injects none"),
+    (["replay", "--transfer", "simulated", "--faults", "reorder,duplicate", "--max-delay", "9"],
+     "--max-delay 9: only the delay or lose fault delays copies and the faults are reorder,duplicate"),
+    (["replay", "--transfer", "simulated", "--faults", "none", "--mean-delay", "2"],
+     "the faults are none; drop --mean-delay"),
+    (["replay", "--components", "full", "--mamba-slots", "8"],
+     "--mamba-slots: --components full has no mamba; drop --mamba-slots or add mamba"),
+    (["replay", "--components", "full,swa", "--no-branch-states"], "--no-branch-states: --components full,swa has no mamba"),
+    (["replay", "--swa-window", "8"], "--swa-window: --components full,mamba has no swa"),
+    (["replay", "--trace", "multiturn:1", "--tokens-per-block", "8"],
+     "--tokens-per-block 8: trace multiturn:1 is a multiturn trace, not Mooncake block ids"),
+    (["simulate", "--seed", "3", "--seeds", "4"], "--seed 3 runs that one seed and would ignore --seeds"),
+    (["simulate", "--seed", "3", "--first-seed", "0"], "--seed 3 runs that one seed and would ignore --first-seed"),
+    (["simulate", "--write-policy", "write_through", "--write-back", "async"],
+     "--write-back async chooses how write-back eviction waits for its backups and --write-policy write_through "
+     "has none; drop --write-back"),
+])
+def test_options_the_run_would_ignore_are_refused(argv: list[str], message: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_work(monkeypatch)
+    assert message in _refused(argv, tmp_path, capsys)
+
+
+def test_an_explicit_token_trace_file_refuses_the_block_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "tok.jsonl"
+    trace.write_text('{"tokens": [1, 2, 3]}\n')
+    _no_work(monkeypatch)
+    err = _refused(["replay", "--trace", str(trace), "--tokens-per-block", "16"], tmp_path, capsys)
+    assert f"trace {trace} is a tokens trace" in err and "drop --tokens-per-block" in err
+
+
+def test_a_seed_range_past_the_largest_seed_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from unicache.cli import MAX_SEED, _build_parser
+    from unicache.engine.commands import MAX_SEED as ENGINE_MAX_SEED, simulate_seeds
+
+    assert MAX_SEED == ENGINE_MAX_SEED
+    _no_work(monkeypatch)
+    err = _refused(["simulate", "--first-seed", str(MAX_SEED), "--seeds", "3"], tmp_path, capsys)
+    assert (f"--first-seed {MAX_SEED} --seeds 3 would run seeds up to {MAX_SEED + 2}, past the largest seed "
+            f"{MAX_SEED} (what --seed accepts); use --seeds 1 or a lower --first-seed") in err
+    parse = _build_parser().parse_args
+    assert simulate_seeds(parse(["simulate", "--first-seed", str(MAX_SEED - 2), "--seeds", "3"])) == \
+        [MAX_SEED - 2, MAX_SEED - 1, MAX_SEED]
+    assert simulate_seeds(parse(["simulate"])) == list(range(10))
+    assert simulate_seeds(parse(["simulate", "--seed", str(MAX_SEED)])) == [MAX_SEED]
+
+
+def test_a_repeated_keep_index_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "--seed", "1", "--keep", "0,2,2"])
+    assert info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "'0,2,2': index 2 is given twice" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--transfer", "threaded"],
+    ["--transfer", "immediate", "--components", "full"],
+    ["--trace", "multiturn:2", "--components", "full,swa,mamba", "--swa-window", "16", "--no-branch-states"],
+    ["--transfer", "simulated", "--faults", "lose,reorder", "--max-delay", "20", "--ack-timeout", "40"],
+])
+def test_defaults_are_not_refused_and_the_reproduce_command_is_accepted(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    from unicache.cli import _build_parser
+    from unicache.engine.commands import replay_options
+
+    status = main(["replay", "--requests", "8", "--no-progress", "--json", "--crash-dir", str(tmp_path / "crash"),
+                   *(argv if "--trace" in argv else [*argv, "--tokens-per-block", "4"])])
+    assert status == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["requests"] == 8
+    command = shlex.split(str(report["reproduce"]))
+    assert command[:2] == ["unicache", "replay"]
+    again = replay_options(_build_parser().parse_args(command[1:]))
+    options = report["options"]
+    assert isinstance(options, dict)
+    assert list(again.faults) == options["faults"] and again.transfer == options["transfer"]
+    assert again.components == tuple(options["components"]) and again.branch_states == options["branch_states"]
+
+
+def test_auto_on_a_gpu_machine_refuses_explicit_faults_and_defaults_to_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--transfer auto` picks cuda when a GPU is present, whose copies inject no faults."""
+    from unicache.cli import _build_parser
+    from unicache.engine.commands import replay_options
+
+    monkeypatch.setattr("unicache.engine.transfers.cuda_available", lambda: True)
+    _no_work(monkeypatch)
+    err = _refused(["replay", "--faults", "delay"], tmp_path, capsys)
+    assert "--faults delay: the cuda transfer engine injects no faults (--transfer auto picked cuda: a GPU is " \
+           "present); pass --transfer simulated" in err
+    assert replay_options(_build_parser().parse_args(["replay"])).faults == ()
+    assert replay_options(_build_parser().parse_args(["replay", "--transfer", "simulated"])).faults == \
+        ("delay", "reorder")

@@ -60,6 +60,11 @@ def _indices(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of integers") from None
     if any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: indices must be >= 0")
+    seen: set[int] = set()
+    for v in values:
+        if v in seen:
+            raise argparse.ArgumentTypeError(f"{text!r}: index {v} is given twice (give each request once)")
+        seen.add(v)
     return values
 
 
@@ -153,10 +158,10 @@ def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
                            "at least twice the longest request)")
     g.add_argument("--hicache-ratio", type=_ratio, default=12.0, metavar="R",
                    help="host:device capacity ratio (default 12)")
-    g.add_argument("--mamba-slots", type=_positive, default=64, metavar="N",
-                   help="device Mamba state slots (default 64)")
-    g.add_argument("--swa-window", type=_positive, default=64, metavar="W",
-                   help="SWA window in tokens (default 64)")
+    g.add_argument("--mamba-slots", type=_positive, default=None, metavar="N",
+                   help="device Mamba state slots (default 64; only with mamba in --components)")
+    g.add_argument("--swa-window", type=_positive, default=None, metavar="W",
+                   help="SWA window in tokens (default 64; only with swa in --components)")
     g.add_argument("--write-policy", choices=("write_back", "write_through"), default="write_back",
                    help="host backup policy (default write_back)")
     g.add_argument("--load-back-threshold", type=_non_negative, default=0, metavar="N",
@@ -170,9 +175,10 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
     g.add_argument("--transfer", choices=("auto", "immediate", "simulated", "threaded", "cuda"), default="auto",
                    help="transfer engine (auto: cuda when a GPU is present, else simulated; threaded: copies on "
                         "worker threads that post acks to the cache's inbox)")
-    g.add_argument("--faults", type=_csv, default=_csv(faults), metavar="LIST",
+    g.add_argument("--faults", type=_csv, default=None, metavar="LIST",
                    help=f"simulated faults: comma list of delay, reorder, duplicate, fail, lose, or none "
-                        f"(default {faults})")
+                        f"(default {faults} on the simulated engine, none on the others, which inject no "
+                        f"faults: any other value needs --transfer simulated)")
     g.add_argument("--ack-timeout", type=_non_negative, default=256, metavar="STEPS",
                    help="time out a ticket whose ack has not come after this many steps: its request "
                         "recomputes, its rows stay quarantined until the late ack (default 256, above "
@@ -182,10 +188,11 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
 
 def _add_delay_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("simulated delays")
-    g.add_argument("--mean-delay", type=_ratio, default=16.0, metavar="STEPS",
-                   help="mean steps a delayed copy takes (default 16: long enough for load-backs to overlap)")
-    g.add_argument("--max-delay", type=_positive, default=64, metavar="STEPS",
-                   help="most steps a delayed copy takes (default 64)")
+    g.add_argument("--mean-delay", type=_ratio, default=None, metavar="STEPS",
+                   help="mean steps a delayed copy takes (default 16: long enough for load-backs to overlap; "
+                        "only with the delay fault)")
+    g.add_argument("--max-delay", type=_positive, default=None, metavar="STEPS",
+                   help="most steps a delayed copy takes (default 64; only with the delay or lose fault)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -203,7 +210,8 @@ def _build_parser() -> argparse.ArgumentParser:
     g.add_argument("--requests", type=_positive, default=1000, metavar="N", help="requests to replay (default 1000)")
     g.add_argument("--start", type=_non_negative, default=0, metavar="K", help="skip the first K requests")
     g.add_argument("--tokens-per-block", type=_block_tokens, default=None, metavar="B",
-                   help="tokens per 512-token Mooncake block (scale; default 512, the real size)")
+                   help="tokens per 512-token Mooncake block (scale; default 512, the real size; only for a "
+                        "Mooncake trace)")
     _add_cache_options(rp, components="full,mamba")
     _add_transfer_options(rp, faults="delay,reorder")
     _add_delay_options(rp)
@@ -216,7 +224,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="cache prompts up to a multiple of N tokens after prefill (default: the block "
                         "size for Mooncake, else the page size)")
     g.add_argument("--no-branch-states", action="store_true",
-                   help="Mamba: cache states only where requests end, not also at branch points")
+                   help="Mamba: cache states only where requests end, not also at branch points (only with "
+                        "mamba in --components)")
     g.add_argument("--check-every", type=_non_negative, default=0, metavar="N",
                    help="run the sanity check every N steps (default: only at the end)")
     g.add_argument("--no-verify", action="store_true", help="skip the data oracle (benchmarks only)")
@@ -239,9 +248,11 @@ def _build_parser() -> argparse.ArgumentParser:
                         description="Run seeded simulations: small caches, synthetic multi-turn requests, every "
                                     "transfer fault, resets, aborts and forced evictions; the sanity check, "
                                     "ownership invariants and the whole-tree data oracle run after every step.")
-    sp.add_argument("--seeds", type=_seed_count, default=10, metavar="N", help="number of seeds (default 10)")
-    sp.add_argument("--first-seed", type=_seed, default=0, metavar="S", help="first seed (default 0)")
-    sp.add_argument("--seed", type=_seed, default=None, metavar="S", help="run exactly this one seed")
+    sp.add_argument("--seeds", type=_seed_count, default=None, metavar="N", help="number of seeds (default 10)")
+    sp.add_argument("--first-seed", type=_seed, default=None, metavar="S",
+                    help=f"first seed (default 0; the last, S+N-1, must be at most {MAX_SEED})")
+    sp.add_argument("--seed", type=_seed, default=None, metavar="S",
+                    help="run exactly this one seed (not with --seeds or --first-seed)")
     sp.add_argument("--jobs", type=_jobs, default=None, metavar="N",
                     help="worker processes (default: one per core, at most twice the cores or 4; 1 runs in this process)")
     sp.add_argument("--minutes", type=_ratio, default=None, metavar="M",

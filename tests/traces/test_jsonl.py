@@ -67,3 +67,54 @@ def test_malformed_records(tmp_path: Path, record: dict[str, object], message: s
     with pytest.raises(TraceFormatError, match=message) as info:
         load_token_jsonl(path)
     assert f"{path}:1" in str(info.value)
+
+
+def _write(path: Path, records: list[dict[str, object]]) -> None:
+    import gzip
+
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt") as out:
+            out.write(text)
+    else:
+        path.write_text(text)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_two_records_with_one_id_are_refused_naming_the_id_and_both_lines(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"dup{suffix}"
+    _write(path, [{"id": 7, "tokens": [1, 2]}, {"id": 8, "tokens": [3]}, {"id": 7, "tokens": [1, 2, 3]}])
+    with pytest.raises(TraceFormatError) as info:
+        load_token_jsonl(path)
+    assert str(info.value).startswith(f"{path}:3: request id 7 is already the id of line 1;")
+    with pytest.raises(TraceFormatError, match=r":3: request id 7 is already the id of line 1"):
+        load_trace(TraceSpec(str(path)))
+
+
+def test_an_id_equal_to_a_record_position_collides_with_the_record_that_has_none(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps({"id": 1, "tokens": [1]}) + "\n\n" + json.dumps({"tokens": [2]}) + "\n")
+    with pytest.raises(TraceFormatError) as info:
+        load_token_jsonl(path)
+    assert str(info.value) == (f"{path}:3: request id 1 (its position: the record has no id) is already the id of "
+                               f"line 1; give every record of the trace its own id")
+
+
+def test_duplicates_outside_the_loaded_window_are_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    _write(path, [{"id": 0, "tokens": [1]}, {"id": 1, "tokens": [2]}, {"id": 0, "tokens": [3]}])
+    assert [r.rid for r in load_token_jsonl(path, start=1).requests] == [1, 0]
+    assert [r.rid for r in load_token_jsonl(path, count=2).requests] == [0, 1]
+    with pytest.raises(TraceFormatError, match="request id 0 is already the id of line 1"):
+        load_token_jsonl(path)
+
+
+def test_a_trace_built_in_code_with_one_id_twice_is_refused() -> None:
+    from array import array
+
+    from unicache.traces import Trace, TraceRequest
+
+    reqs = [TraceRequest(rid, array("q", [1, 2])) for rid in (4, 5, 4)]
+    with pytest.raises(TraceFormatError, match=r"trace t: requests 0 and 2 \(0-based\) both have id 4"):
+        Trace("t", reqs).check_unique_ids()
+    Trace("t", reqs[:2]).check_unique_ids()

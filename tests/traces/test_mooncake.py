@@ -86,3 +86,12 @@ def test_malformed_records_name_file_and_line(tmp_path: Path, line: str, message
 def test_tokens_per_block_out_of_range(tmp_path: Path, tpb: int) -> None:
     with pytest.raises(ValueError, match="tokens_per_block"):
         load_mooncake(_write(tmp_path / "t.jsonl", [{"input_length": 5, "hash_ids": [1]}]), tokens_per_block=tpb)
+
+
+def test_request_ids_are_file_positions_so_equal_records_never_share_one(tmp_path: Path) -> None:
+    """Mooncake records carry no id: a request's id is its position in the file (the window keeps it)."""
+    record = {"timestamp": 0, "input_length": 512, "output_length": 4, "hash_ids": [9]}
+    path = _write(tmp_path / "same.jsonl", [record] * 4)
+    assert [r.rid for r in load_mooncake(path, tokens_per_block=4).requests] == [0, 1, 2, 3]
+    assert [r.rid for r in load_mooncake(path, tokens_per_block=4, start=2).requests] == [2, 3]
+    load_mooncake(path, tokens_per_block=4).check_unique_ids()

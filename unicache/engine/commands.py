@@ -6,16 +6,22 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from unicache.engine.capacity import CapacityError
 from unicache.engine.interrupt import EXIT_INTERRUPTED, StopFlag
 from unicache.engine.progress_log import ProgressLog
 from unicache.engine.outputs import OutputPathError, check_output_dir, check_output_file, write_atomic
 from unicache.engine.replay import (
+    DEFAULT_FAULTS,
+    DEFAULT_MAMBA_SLOTS,
+    DEFAULT_MAX_DELAY,
+    DEFAULT_MEAN_DELAY,
+    DEFAULT_SWA_WINDOW,
     DEFAULT_TOKENS_PER_BLOCK,
     ReplayOptionError,
     ReplayOptions,
@@ -26,7 +32,9 @@ from unicache.engine.replay import (
 from unicache.engine.report import healthy, render_report, write_report
 from unicache.engine.scheduler import Scheduler
 from unicache.engine.timeline import Timeline
+from unicache.engine.transfers import resolve_transfer
 from unicache.errors import ConfigError
+from unicache.traces.loader import MOONCAKE, trace_format
 from unicache.traces.request import TraceFormatError
 from unicache.transfer.cuda import CudaUnavailableError
 from unicache.transfer.simulated import FaultSpecError
@@ -37,10 +45,25 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+MAX_SEED = 2**32 - 1
+"""The largest seed `simulate --seed` and `replay --seed` accept (`unicache.cli` parses to the same bound)."""
+DEFAULT_SEEDS = 10
+_T = TypeVar("_T")
 
 
 def replay_options(args: argparse.Namespace) -> ReplayOptions:
-    """`unicache replay` arguments -> options (raises ReplayOptionError / FaultSpecError)."""
+    """`unicache replay` arguments -> options (raises ReplayOptionError / FaultSpecError).
+
+    An option given explicitly that the run would ignore is refused
+    (:func:`check_replay_combinations`); an option left out takes the default
+    of the run it is in (``--faults``: ``delay,reorder`` on the simulated
+    engine, none on the others).
+    """
+    check_replay_combinations(args)
+    if args.faults is None:
+        faults = DEFAULT_FAULTS if resolve_transfer(args.transfer) == "simulated" else ()
+    else:
+        faults = tuple(f for f in args.faults if f != "none")
     return ReplayOptions(
         trace=args.trace,
         requests=args.requests,
@@ -50,14 +73,14 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
         page_size=args.page_size,
         device_tokens=args.device_tokens,
         hicache_ratio=args.hicache_ratio,
-        mamba_slots=args.mamba_slots,
-        swa_window=args.swa_window,
+        mamba_slots=_given(args.mamba_slots, DEFAULT_MAMBA_SLOTS),
+        swa_window=_given(args.swa_window, DEFAULT_SWA_WINDOW),
         write_policy=args.write_policy,
         load_back_threshold=args.load_back_threshold,
         transfer=args.transfer,
-        faults=tuple(f for f in args.faults if f != "none"),
-        mean_delay=args.mean_delay,
-        max_delay=args.max_delay,
+        faults=faults,
+        mean_delay=_given(args.mean_delay, DEFAULT_MEAN_DELAY),
+        max_delay=_given(args.max_delay, DEFAULT_MAX_DELAY),
         seed=args.seed,
         strict=args.strict,
         debug=args.debug,
@@ -73,6 +96,49 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
         memory_limit_gib=args.memory_limit,
         ack_timeout=args.ack_timeout,
     )
+
+
+def _given(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
+
+
+def check_replay_combinations(args: argparse.Namespace) -> None:
+    """Refuse (ReplayOptionError) an option given explicitly that this run would ignore.
+
+    ``--faults`` (other than none) needs the simulated engine (``--transfer
+    auto`` picks cuda when a GPU is present); ``--mean-delay`` needs the delay
+    fault, ``--max-delay`` the delay or lose fault; ``--mamba-slots`` and
+    ``--no-branch-states`` need mamba, ``--swa-window`` swa in ``--components``;
+    ``--tokens-per-block`` needs a Mooncake trace. ``--no-verify`` with
+    ``--no-data`` is accepted: no data means nothing to verify, as asked.
+    """
+    faults = None if args.faults is None else tuple(f for f in args.faults if f != "none")
+    engine = resolve_transfer(args.transfer)
+    if faults and engine != "simulated":
+        picked = f" (--transfer auto picked {engine}: a GPU is present)" if args.transfer == "auto" else ""
+        raise ReplayOptionError(f"--faults {','.join(faults)}: the {engine} transfer engine injects no faults"
+                                f"{picked}; pass --transfer simulated to inject them, or drop --faults")
+    injected = (DEFAULT_FAULTS if engine == "simulated" else ()) if faults is None else faults
+    for option, value, needs in (("--mean-delay", args.mean_delay, ("delay",)),
+                                 ("--max-delay", args.max_delay, ("delay", "lose"))):
+        if value is not None and not set(needs) & set(injected):
+            on = f"the {engine} transfer engine injects none" if engine != "simulated" else \
+                f"the faults are {','.join(injected) or 'none'}"
+            raise ReplayOptionError(f"{option} {value}: only the {' or '.join(needs)} fault delays copies and "
+                                    f"{on}; drop {option} or add {needs[0]} to --faults (with --transfer simulated)")
+    components = tuple(args.components)
+    for option, given, component in (("--mamba-slots", args.mamba_slots is not None, "mamba"),
+                                     ("--no-branch-states", args.no_branch_states, "mamba"),
+                                     ("--swa-window", args.swa_window is not None, "swa")):
+        if given and component not in components:
+            raise ReplayOptionError(f"{option}: --components {','.join(components)} has no {component}; "
+                                    f"drop {option} or add {component} to --components")
+    if args.tokens_per_block is not None:
+        kind = trace_format(args.trace)
+        if kind != MOONCAKE:
+            raise ReplayOptionError(f"--tokens-per-block {args.tokens_per_block}: trace {args.trace} is a {kind} "
+                                    f"trace, not Mooncake block ids, so it has no blocks to scale; "
+                                    f"drop --tokens-per-block")
 
 
 def _sim_faults(args: argparse.Namespace) -> tuple[str, ...]:
@@ -119,7 +185,7 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
         trace = load_replay_trace(opts)
         cache_config(opts, trace)
     except (ReplayOptionError, FaultSpecError, OutputPathError, TraceFormatError, FileNotFoundError,
-            ConfigError, CudaUnavailableError, ValueError) as exc:
+            ConfigError, CudaUnavailableError, CapacityError, ValueError) as exc:
         return _usage(err, "replay", exc)
     timelines: list[Timeline] = []
     stop = stop if stop is not None else StopFlag()
@@ -168,6 +234,30 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
     return EXIT_OK if healthy(report) else EXIT_FAILED
 
 
+def simulate_seeds(args: argparse.Namespace) -> list[int]:
+    """The seeds `unicache simulate` runs: ``--seed``, or ``--seeds`` from ``--first-seed`` (default 10 from 0).
+
+    Refused (ValueError): ``--seed`` with either of the others (it would
+    ignore them), and a range whose last seed ``--seed`` would refuse (its
+    reproduce command could not run).
+    """
+    if args.seed is not None:
+        given = [option for option, value in (("--seeds", args.seeds), ("--first-seed", args.first_seed))
+                 if value is not None]
+        if given:
+            raise ValueError(f"--seed {args.seed} runs that one seed and would ignore {' and '.join(given)}; "
+                             f"give --seed alone, or --first-seed and --seeds")
+        return [args.seed]
+    first = 0 if args.first_seed is None else args.first_seed
+    count = DEFAULT_SEEDS if args.seeds is None else args.seeds
+    last = first + count - 1
+    if last > MAX_SEED:
+        raise ValueError(f"--first-seed {first} --seeds {count} would run seeds up to {last}, past the largest "
+                         f"seed {MAX_SEED} (what --seed accepts); use --seeds {MAX_SEED - first + 1} or a lower "
+                         f"--first-seed")
+    return list(range(first, last + 1))
+
+
 def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
                      scripter: ScriptWriter | None = None) -> int:
     """`unicache simulate`; ``stop`` (set by SIGINT/SIGTERM) reports the finished seeds, exit 130.
@@ -178,8 +268,8 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
     from unicache.engine.sweep import WorkerDiedError, default_jobs, render_sweep, run_sweep, sweep_report_bytes
 
     err = Console(stderr=True)
-    seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
     try:
+        seeds = simulate_seeds(args)
         opts = SimulateOptions(steps=args.steps, components=tuple(args.components) if args.components else None,
                                faults=_sim_faults(args), page_size=args.page_size,
                                write_policy=args.write_policy, inject=args.inject,

@@ -31,6 +31,7 @@ from unicache.engine.budget import (
     cache_bytes,
     describe_bytes,
 )
+from unicache.engine.capacity import check_capacity
 from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump
 from unicache.engine.errors import CorruptionError
@@ -48,6 +49,12 @@ from unicache.tree.keys import token_bytes_for
 
 COMPONENT_NAMES: tuple[str, ...] = ("full", "swa", "mamba")
 DEFAULT_TOKENS_PER_BLOCK = 512
+DEFAULT_FAULTS: tuple[str, ...] = ("delay", "reorder")
+"""The simulated engine's faults when none are given (other engines inject none)."""
+DEFAULT_MEAN_DELAY = 16.0
+DEFAULT_MAX_DELAY = 64
+DEFAULT_MAMBA_SLOTS = 64
+DEFAULT_SWA_WINDOW = 64
 DEFAULT_DECODE_PER_STEP = 4
 BLOCK_TOKENS_PER_DECODE_TOKEN = 4
 
@@ -71,14 +78,14 @@ class ReplayOptions:
     page_size: int = 1
     device_tokens: int | None = None
     hicache_ratio: float = 12.0
-    mamba_slots: int = 64
-    swa_window: int = 64
+    mamba_slots: int = DEFAULT_MAMBA_SLOTS
+    swa_window: int = DEFAULT_SWA_WINDOW
     write_policy: WritePolicy = "write_back"
     load_back_threshold: int = 0
     transfer: str = "auto"
-    faults: tuple[str, ...] = ("delay", "reorder")
-    mean_delay: float = 16.0
-    max_delay: int = 64
+    faults: tuple[str, ...] = DEFAULT_FAULTS
+    mean_delay: float = DEFAULT_MEAN_DELAY
+    max_delay: int = DEFAULT_MAX_DELAY
     seed: int = 0
     strict: bool = False
     debug: bool = False
@@ -130,6 +137,10 @@ class ReplayOptions:
         self.fault_spec()
         resolve_transfer(self.transfer)
 
+    def injected_faults(self) -> tuple[str, ...]:
+        """The faults the transfer engine will inject: ``faults`` on the simulated engine, none on the others."""
+        return self.faults if resolve_transfer(self.transfer) == "simulated" else ()
+
     def fault_spec(self) -> FaultSpec:
         """The simulated engine's faults (raises on an unknown kind or an out-of-range delay)."""
         late = 3 * self.ack_timeout if self.ack_timeout else 4 * self.max_delay
@@ -164,15 +175,31 @@ class ReplayOptions:
         return f"{comps.replace('FULL', 'Full')} ps={self.page_size} {self.write_policy}"
 
     def command(self) -> str:
-        """The `unicache replay` command line that reproduces these options."""
-        args = ["unicache", "replay", "--trace", self.trace, "--start", str(self.start),
-                "--tokens-per-block", str(self.tokens_per_block), "--components", ",".join(self.components),
-                "--page-size", str(self.page_size), "--hicache-ratio", str(self.hicache_ratio),
-                "--mamba-slots", str(self.mamba_slots), "--swa-window", str(self.swa_window),
-                "--write-policy", self.write_policy, "--transfer", self.transfer,
-                "--faults", ",".join(self.faults) or "none", "--mean-delay", str(self.mean_delay),
-                "--max-delay", str(self.max_delay), "--seed", str(self.seed),
-                "--max-running", str(self.max_running), "--decode-per-step", str(self.decode_tokens_per_step())]
+        """The `unicache replay` command line that reproduces these options.
+
+        It names only options that take effect (the faults the engine injects,
+        delays only with the faults that use them, Mamba and SWA settings only
+        with those components, the block scale only for a Mooncake trace), so
+        the command passes the checks of :mod:`unicache.engine.commands`.
+        """
+        faults = self.injected_faults()
+        args = ["unicache", "replay", "--trace", self.trace, "--start", str(self.start)]
+        if self.trace_format() == MOONCAKE:
+            args += ["--tokens-per-block", str(self.tokens_per_block)]
+        args += ["--components", ",".join(self.components), "--page-size", str(self.page_size),
+                 "--hicache-ratio", str(self.hicache_ratio)]
+        if "mamba" in self.components:
+            args += ["--mamba-slots", str(self.mamba_slots)]
+        if "swa" in self.components:
+            args += ["--swa-window", str(self.swa_window)]
+        args += ["--write-policy", self.write_policy, "--transfer", self.transfer,
+                 "--faults", ",".join(faults) or "none"]
+        if "delay" in faults:
+            args += ["--mean-delay", str(self.mean_delay)]
+        if "delay" in faults or "lose" in faults:
+            args += ["--max-delay", str(self.max_delay)]
+        args += ["--seed", str(self.seed), "--max-running", str(self.max_running),
+                 "--decode-per-step", str(self.decode_tokens_per_step())]
         if self.requests is not None:
             args += ["--requests", str(self.requests)]
         if self.device_tokens is not None:
@@ -183,7 +210,7 @@ class ReplayOptions:
             args += ["--load-back-threshold", str(self.load_back_threshold)]
         if self.strict:
             args.append("--strict")
-        if not self.branch_states:
+        if not self.branch_states and "mamba" in self.components:
             args.append("--no-branch-states")
         if not self.data:
             args.append("--no-data")
@@ -200,7 +227,11 @@ def auto_device_tokens(trace: Trace, ratio: float, page_size: int) -> int:
 
 
 def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
-    """The cache configuration a replay of ``trace`` with ``opts`` uses.
+    """The cache configuration a replay of ``trace`` with ``opts`` uses, refused when it cannot serve ``trace``.
+
+    Refused: pools above ``opts.memory_limit_gib`` (ReplayOptionError), two
+    requests with one id (TraceFormatError), a request the device can never
+    fit (:class:`~unicache.engine.capacity.CapacityError`).
 
     Its keys are 4 bytes a token id when every prompt id of the trace is
     below 2**31 (the Mooncake loader's ids always are; the engine decodes
@@ -210,7 +241,8 @@ def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
         trace, opts.hicache_ratio, opts.page_size)
     swa = "swa" in opts.components
     mamba = "mamba" in opts.components
-    return checked_config(opts, CacheConfig(
+    trace.check_unique_ids()
+    config = checked_config(opts, CacheConfig(
         device_tokens=device,
         page_size=opts.page_size,
         host_ratio=opts.hicache_ratio,
@@ -228,6 +260,8 @@ def cache_config(opts: ReplayOptions, trace: Trace) -> CacheConfig:
         history=opts.history,
         ledger_name=f"replay-seed{opts.seed}",
     ))
+    check_capacity(config, trace)
+    return config
 
 
 def checked_config(opts: ReplayOptions, config: CacheConfig) -> CacheConfig:

@@ -103,6 +103,10 @@ class SimulateOptions:
                                   f"threads); got --faults {','.join(self.faults)}: pass --faults none")
         if self.transfer == "threaded" and self.inject in ("badcopy", "badload"):
             raise SimulationError(f"--inject {self.inject} needs --transfer simulated")
+        if self.sync_write_back is not None and self.write_policy == "write_through":
+            raise SimulationError(f"--write-back {'sync' if self.sync_write_back else 'async'} chooses how "
+                                  f"write-back eviction waits for its backups and --write-policy write_through "
+                                  f"has none; drop --write-back or use --write-policy write_back")
         if type(self.ack_timeout) is not int or not 0 <= self.ack_timeout <= 10_000:
             raise SimulationError(f"--ack-timeout must be an int in [0, 10000] (0: never), got {self.ack_timeout!r}")
         if "lose" in self.faults and not self.ack_timeout:

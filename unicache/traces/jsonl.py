@@ -3,7 +3,10 @@
 This is exactly what ``sglang_harness.py --dump-workload`` writes:
 ``{"id": int, "session": int, "turn": int, "tokens": [int, ...]}``. Optional
 fields: ``output_tokens`` (tokens to decode, default 0) and ``timestamp``
-(milliseconds). A ``.gz`` suffix is read (and written) gzipped.
+(milliseconds). A ``.gz`` suffix is read (and written) gzipped. A record
+without ``id`` takes its position in the file (0-based, blank lines not
+counted); two requests of a loaded window with one id are refused, naming
+both lines (the engine keys everything a request holds by its id).
 """
 
 from __future__ import annotations
@@ -70,12 +73,29 @@ def parse_token_record(record: object, *, index: int, where: str,
     )
 
 
+def _implicit(explicit: bool) -> str:
+    return "" if explicit else " (its position: the record has no id)"
+
+
 def iter_token_jsonl(stream: IO[bytes], *, name: str, start: int = 0,
                      count: int | None = None) -> Iterator[TraceRequest]:
-    """Requests ``start .. start+count-1`` of an explicit-token JSONL stream, in file order."""
+    """Requests ``start .. start+count-1`` of an explicit-token JSONL stream, in file order.
+
+    A request whose id an earlier request of the window has is refused
+    (TraceFormatError naming the id and both lines).
+    """
     budget = TokenBudget()
+    first: dict[int, tuple[str, bool]] = {}
     for index, where, record in iter_records(stream, name=name, start=start, count=count):
-        yield parse_token_record(record, index=index, where=where, budget=budget)
+        req = parse_token_record(record, index=index, where=where, budget=budget)
+        line = where.rpartition(":")[2]
+        explicit = isinstance(record, dict) and record.get("id") is not None
+        seen_line, seen_explicit = first.setdefault(req.rid, (line, explicit))
+        if seen_line != line:
+            raise TraceFormatError(
+                f"{where}: request id {req.rid}{_implicit(explicit)} is already the id of line "
+                f"{seen_line}{_implicit(seen_explicit)}; give every record of the trace its own id")
+        yield req
 
 
 def load_token_jsonl(path: Path, *, start: int = 0, count: int | None = None) -> Trace:

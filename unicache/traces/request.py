@@ -70,6 +70,15 @@ class Trace:
         """The largest prompt token id (0 for an empty trace): what a cache's key width must hold."""
         return max((int(np.frombuffer(r.tokens, np.int64).max()) for r in self.requests), default=0)
 
+    def check_unique_ids(self) -> None:
+        """Refuse (TraceFormatError) two requests with one id: the engine keys what a request holds by it."""
+        first: dict[int, int] = {}
+        for i, req in enumerate(self.requests):
+            j = first.setdefault(req.rid, i)
+            if j != i:
+                raise TraceFormatError(f"trace {self.name}: requests {j} and {i} (0-based) both have id {req.rid}; "
+                                       f"give every request its own id")
+
     def unique_tokens(self) -> int:
         """Distinct prompt prefixes counted in tokens (what a tree holding every prompt stores)."""
         if self._unique is None:
