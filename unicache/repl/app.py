@@ -61,6 +61,8 @@ def _start(session: Session, args: Args) -> None:
     dump = args.opt_str("dump")
     trace = args.opt_str("trace")
     session.seed = args.opt_int("seed")
+    if args.opt_str("history_file") == "":
+        raise OptionRangeError("repl", "--history-file", "", "a file path (leave the option out for the default)")
     if dump is not None:
         session.open_dump(dump)
         return
@@ -128,9 +130,6 @@ def _script_interrupted(name: str, number: int, text: str, signal_name: str, out
 def history_path(args: Args) -> Path:
     """--history-file, else $UNICACHE_REPL_HISTORY (when set and not empty), else ~/.unicache_repl_history."""
     given = args.opt_str("history_file")
-    if given == "":
-        raise OptionRangeError("repl", "--history-file", given, "a file path (leave the option out for "
-                                                                 "the default)")
     if given is None:
         given = os.environ.get("UNICACHE_REPL_HISTORY") or None
     return Path(given) if given is not None else Path.home() / ".unicache_repl_history"
