@@ -29,21 +29,28 @@ FIRST_NOTICE = 500
 
 @contextmanager
 def catch_interrupt(session: Session) -> Iterator[StopFlag]:
-    """Give `session` a fresh stop flag that SIGINT sets while the block runs (main thread only)."""
+    """Give `session` a fresh stop flag that SIGINT sets while the block runs (main thread only).
+
+    The yielded flag says afterwards whether a SIGINT came; the session gets
+    a clear one back, so a command run later is not stopped by it.
+    """
     flag = StopFlag()
     session.stop = flag
-    if threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        flag.set(signal.Signals(signum).name)
-
-    previous = signal.signal(signal.SIGINT, handler)
     try:
-        yield flag
+        if threading.current_thread() is not threading.main_thread():
+            yield flag
+            return
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            flag.set(signal.Signals(signum).name)
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield flag
+        finally:
+            signal.signal(signal.SIGINT, previous)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        session.stop = StopFlag()
 
 
 class StepLoop:
