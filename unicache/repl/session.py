@@ -60,7 +60,12 @@ class Driver:
 
 
 class Session:
-    """Everything one REPL run works on."""
+    """Everything one REPL run works on.
+
+    `stop` is set by Ctrl-C while a command runs (`unicache.repl.interrupt`);
+    `notify`, when set (interactively), is where a long command says it is
+    still running.
+    """
 
     def __init__(self) -> None:
         self.source = "no cache"
