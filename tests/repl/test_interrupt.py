@@ -124,3 +124,31 @@ def test_sigint_between_commands_stops_the_script_at_that_line(capsys: pytest.Ca
         assert outcome is not None and outcome.ok
     finally:
         s.close()
+
+
+def test_a_piped_session_interrupted_while_it_waits_for_input_exits_130() -> None:
+    """`unicache repl` reading commands from a pipe: after the first command's answer, SIGINT while it
+    waits for the next line ends it with one stderr line naming line 1, and exit status 130."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "unicache.repl", "--json"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(b"insert 1..4\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())  # the marker: line 1 ran and was answered
+        assert answer["cmd"] == "insert" and answer["ok"]
+        proc.send_signal(signal.SIGINT)  # stdin stays open: it is waiting for line 2
+        assert proc.wait(timeout=60) == EXIT_INTERRUPTED
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert err == ("unicache repl: script <stdin> interrupted by SIGINT at line 1 ('insert 1..4'; that command "
+                   "completed); the rest was not run\n")

@@ -88,15 +88,17 @@ def run_lines(session: Session, lines: Iterable[str], out: Output, *, keep_going
     """
     status = 0
     number = 0
+    done = 0
     text = ""
     try:
         for number, text in enumerate(lines, start=1):
             with catch_interrupt(session) as stop:
                 outcome = execute(session, text)
+            done = number
             if outcome is not None:
                 out.outcome(outcome)
             if stop:
-                _script_interrupted(name, number, text, stop.signal_name or "SIGINT", outcome)
+                _script_interrupted(name, number, text, stop.signal_name or "SIGINT", outcome, ran=True)
                 return EXIT_INTERRUPTED
             if outcome is None:
                 continue
@@ -106,23 +108,26 @@ def run_lines(session: Session, lines: Iterable[str], out: Output, *, keep_going
                     break
             if session.quit:
                 break
-    except KeyboardInterrupt:
-        _script_interrupted(name, number, text, "SIGINT", None)
+    except KeyboardInterrupt:  # outside a command: reading the next line, printing, or just before one
+        _script_interrupted(name, number, text, "SIGINT", None, ran=done == number)
         return EXIT_INTERRUPTED
     return status
 
 
-def _script_interrupted(name: str, number: int, text: str, signal_name: str, outcome: Outcome | None) -> None:
-    """The one line saying where a script stopped."""
+def _script_interrupted(name: str, number: int, text: str, signal_name: str, outcome: Outcome | None, *,
+                        ran: bool) -> None:
+    """The one line (on stderr) saying where a script stopped; `ran`: line `number` was executed."""
     shown = text.strip()
     if len(shown) > 60:
         shown = shown[:57] + "..."
     if number == 0:
         where = "before its first line"
+    elif not ran:
+        where = f"before line {number} ({shown!r}) ran"
     else:
-        done = ("stopped between steps" if outcome is not None and isinstance(outcome.error, CommandInterrupted)
-                else "that command completed")
-        where = f"at line {number} ({shown!r}; {done})"
+        how = ("stopped between steps" if outcome is not None and isinstance(outcome.error, CommandInterrupted)
+               else "that command completed")
+        where = f"at line {number} ({shown!r}; {how})"
     print(f"unicache repl: script {name} interrupted by {signal_name} {where}; the rest was not run",
           file=sys.stderr, flush=True)
 

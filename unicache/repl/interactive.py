@@ -117,7 +117,7 @@ def run_interactive(session: Session, out: Output, history: Path | None) -> int:
             if outcome is not None:
                 out.outcome(outcome)
             if stop and not (outcome is not None and isinstance(outcome.error, CommandInterrupted)):
-                out.notice(f"interrupted by {stop.signal_name}: the command had no step to stop at; it completed")
+                out.notice(f"interrupted by {stop.signal_name}: the command completed before it could stop")
         except KeyboardInterrupt:  # between commands (while printing): the session was not touched
             out.notice("interrupted by SIGINT while printing; the session is intact")
     return 0
