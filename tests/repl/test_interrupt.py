@@ -12,7 +12,8 @@ import pytest
 
 from unicache.repl.app import run_lines
 from unicache.repl.executor import execute
-from unicache.repl.interrupt import EXIT_INTERRUPTED
+from unicache.repl.errors import CommandInterrupted
+from unicache.repl.interrupt import EXIT_INTERRUPTED, catch_interrupt
 from unicache.repl.output import Output
 from unicache.repl.session import FreshDriver, Session, StepReport
 
@@ -152,3 +153,23 @@ def test_a_piped_session_interrupted_while_it_waits_for_input_exits_130() -> Non
         proc.stderr.close()
     assert err == ("unicache repl: script <stdin> interrupted by SIGINT at line 1 ('insert 1..4'; that command "
                    "completed); the rest was not run\n")
+
+
+
+def test_ack_all_stops_between_acks(capsys: pytest.CaptureFixture[str]) -> None:
+    """`ack all` delivers one held ack after another: a SIGINT that came while it runs (here: just
+    before it started, inside the same guard) stops it after the first, between two acks."""
+    s = _session(at=100)
+    try:
+        with catch_interrupt(s) as stop:
+            os.kill(os.getpid(), signal.SIGINT)
+            outcome = execute(s, "ack all")
+        assert stop.signal_name == "SIGINT"
+        assert outcome is not None and not outcome.ok and isinstance(outcome.error, CommandInterrupted)
+        assert str(outcome.error).startswith("ack: interrupted by SIGINT after 1 ack(s) (now at step ")
+        assert "stopped between acks, the session is intact" in str(outcome.error)
+        for line in ("assert counter tickets == 5", "assert clean", "ack all", "assert idle"):
+            outcome = execute(s, line)
+            assert outcome is not None and outcome.ok, outcome
+    finally:
+        s.close()

@@ -125,7 +125,8 @@ def _script_interrupted(name: str, number: int, text: str, signal_name: str, out
     elif not ran:
         where = f"before line {number} ({shown!r}) ran"
     else:
-        how = ("stopped between steps" if outcome is not None and isinstance(outcome.error, CommandInterrupted)
+        error = outcome.error if outcome is not None else None
+        how = (f"stopped between {error.unit}s" if isinstance(error, CommandInterrupted)
                else "that command completed")
         where = f"at line {number} ({shown!r}; {how})"
     print(f"unicache repl: script {name} interrupted by {signal_name} {where}; the rest was not run",

@@ -172,16 +172,19 @@ class ConditionError(ReplError):
 
 
 class CommandInterrupted(ReplError):
-    """A long command (`step N`, `run until`) stopped by Ctrl-C between two steps.
+    """A long command (`step N`, `run until`, `ack all`) stopped by Ctrl-C between two of its steps.
 
-    `steps` steps completed; `step` is the cache's step counter now (None
-    without a cache); `pending` says what the command had not done yet.
+    `steps` of its steps (`unit`: step, ack) completed; `step` is the cache's
+    step counter now (None without a cache); `pending` says what the command
+    had not done yet.
     """
 
-    def __init__(self, command: str, signal_name: str, steps: int, step: int | None, pending: str) -> None:
+    def __init__(self, command: str, signal_name: str, steps: int, step: int | None, pending: str,
+                 unit: str = "step") -> None:
         at = "" if step is None else f" (now at step {step})"
-        super().__init__(f"{command}: interrupted by {signal_name} after {steps} step(s){at}, {pending}; "
-                         f"stopped between steps, the session is intact")
+        super().__init__(f"{command}: interrupted by {signal_name} after {steps} {unit}(s){at}, {pending}; "
+                         f"stopped between {unit}s, the session is intact")
+        self.unit = unit
         self.command = command
         self.signal_name = signal_name
         self.steps = steps

@@ -3,7 +3,7 @@
 While :func:`catch_interrupt` is active (the script and interactive loops
 hold it around each command), SIGINT only sets the session's `StopFlag`;
 every further SIGINT does the same, so a step is never cut in the middle.
-The step loops (`step N`, `run until`) check the flag between steps through
+The step loops (`step N`, `run until`, `ack all`) check the flag between steps through
 :class:`StepLoop` and stop with `CommandInterrupted`: the last step completed,
 the next one never started, the session is as consistent as after any
 command. A command without steps just finishes. SIGTERM keeps its default
@@ -57,11 +57,12 @@ class StepLoop:
     """The step loop of one long command: stops it between steps on Ctrl-C, and tells an interactive
     user that it is still running (after `FIRST_NOTICE` steps, then at every doubling)."""
 
-    __slots__ = ("session", "command", "notice")
+    __slots__ = ("session", "command", "unit", "notice")
 
-    def __init__(self, session: Session, command: str) -> None:
+    def __init__(self, session: Session, command: str, unit: str = "step") -> None:
         self.session = session
         self.command = command
+        self.unit = unit
         self.notice = FIRST_NOTICE
 
     def between_steps(self, steps: int, pending: str) -> None:
@@ -74,8 +75,9 @@ class StepLoop:
         if stop:
             cache = s.cache
             raise CommandInterrupted(self.command, stop.signal_name or "SIGINT", steps,
-                                     cache.ledger.step if cache is not None else None, pending)
+                                     cache.ledger.step if cache is not None else None, pending, self.unit)
         if steps >= self.notice:
             self.notice *= 2
             if s.notify is not None:
-                s.notify(f"{self.command}: {steps} steps so far, {pending}; Ctrl-C stops it after the current step")
+                s.notify(f"{self.command}: {steps} {self.unit}s so far, {pending}; Ctrl-C stops it after the "
+                         f"current {self.unit}")

@@ -30,7 +30,8 @@ def _p_ack(p: ReplArgumentParser) -> None:
 @command("ack", "complete a held copy now and deliver its ack (or a duplicate/stale one)", Needs.LIVE,
          "transfers", _p_ack)
 def cmd_ack(s: Session, a: Args) -> JSONObject:
-    """Deliver the ack of TICKET (or of every held, not withheld job with 'all').
+    """Deliver the ack of TICKET (or of every held, not withheld job with 'all'; Ctrl-C stops 'all'
+    between two acks).
 
     With --transfer manual the held job's copy runs now, reading its source
     now, then the ack is delivered. A ticket whose job was already acked gets a
@@ -57,7 +58,10 @@ def cmd_ack(s: Session, a: Args) -> JSONObject:
                 acks.append({"ticket": c.ticket, "generation": c.generation, "ok": True, "kind": c.kind.value,
                              "status": c.status.value, "node": c.anchor_id})
         else:
+            loop = StepLoop(s, "ack", "ack")
             while (ticket := manual.next_ready()) is not None:
+                if acks:
+                    loop.between_steps(len(acks), f"T{ticket} and the jobs after it still held")
                 ack = manual.take(ticket, ok=ok, detail=detail)
                 acks.append(deliver_json(cache, ack.ticket, ack.generation, ack.ok, lambda: cache.deliver(ack)))
         return {"acks": acks}
