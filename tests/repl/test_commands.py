@@ -509,3 +509,36 @@ def test_dot_and_dump_create_no_directories(repl: RunRepl, tmp_path: Path, targe
         assert err["ok"] is False and err["error"]["type"] == "OutputPathError", err
         assert "does not exist" in err["error"]["message"], err
     assert sorted(p.name for p in out.iterdir()) == ["file.txt"]
+
+
+def test_ack_of_a_joiner_names_the_copy_to_ack(repl: RunRepl) -> None:
+    """T3 joined T2's copy, in flight: acking T3 is refused naming T2 and changes nothing (no duplicate
+    ack counted, both still held); acking T2 settles both, as the cache's joining says."""
+    run = repl(LOADING_T2 + """\
+        load-back t:1..8
+        ! ack T3
+        ! ack T3 --generation 0
+        assert counter duplicate_acks == 0
+        assert counter tickets == 1
+        tickets
+        ack T2
+        assert counter tickets == 0
+        tickets
+        assert clean
+        """)
+    assert run.status == 0 and run.failures() == []
+    joined = run.of("load-back")[-1]
+    assert joined["ticket"] == 3 and joined["full_tokens"] == 8
+    refusals = [e for e in run.of("ack") if not e["ok"]]
+    assert len(refusals) == 2
+    for e in refusals:
+        assert e["error"]["type"] == "JoinedTicketError"
+        assert e["error"]["message"] == ("ack T3: T3 joined the copy of T2, which is still in flight, and has no "
+                                         "ack of its own; 'ack T2' settles both")
+        assert e["error"]["ids"] == {"ticket_id": 3}
+    done = run.of("ack")[-1]
+    assert done["ok"] and done["acks"][0]["ticket"] == 2 and done["acks"][0]["status"] == "done"
+    before = run.of("tickets")[0]
+    assert before["settled"] == [] and [t["id"] for t in before["tickets"] if t["held_by_session"]] == [2, 3]
+    settled = {r["ticket"]: r["status"] for r in run.last("tickets")["settled"]}
+    assert settled == {2: "done", 3: "done"}

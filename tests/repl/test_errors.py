@@ -106,7 +106,7 @@ def test_bad_command_line_and_missing_files(tmp_path: Path, capsys: pytest.Captu
 def test_stdin_is_a_script(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import io
 
-    monkeypatch.setattr("sys.stdin", io.StringIO("insert 1..4\nmatch 1..4\n"))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"insert 1..4\nmatch 1..4\n"), encoding="utf-8"))
     assert main(["--json"]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["cmd"] for e in out] == ["insert", "match"] and out[1]["device_len"] == 4

@@ -8,10 +8,13 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from unicache.repl.executor import execute
+from unicache.repl.errors import CommandInterrupted, OptionRangeError
+from unicache.repl.executor import Outcome, execute
+from unicache.repl.interrupt import EXIT_INTERRUPTED, catch_interrupt
 from unicache.repl.options import add_cache_options, config_from
 from unicache.repl.output import Output
 from unicache.repl.parser import Args
+from unicache.repl.script_input import STDIN_NAME, ScriptInputError, read_script, stream_lines
 from unicache.repl.session import Session
 
 DESCRIPTION = """\
@@ -58,6 +61,8 @@ def _start(session: Session, args: Args) -> None:
     dump = args.opt_str("dump")
     trace = args.opt_str("trace")
     session.seed = args.opt_int("seed")
+    if args.opt_str("history_file") == "":
+        raise OptionRangeError("repl", "--history-file", "", "a file path (leave the option out for the default)")
     if dump is not None:
         session.open_dump(dump)
         return
@@ -68,37 +73,81 @@ def _start(session: Session, args: Args) -> None:
         return
     if args.get_int("step"):
         raise ValueError("--step needs --trace")
-    config, transfer = config_from(args)
+    config, transfer = config_from(args, "repl")
     session.start_fresh(config, transfer)
 
 
-def run_lines(session: Session, lines: Iterable[str], out: Output, *, keep_going: bool) -> int:
-    """Execute lines in order; 1 if any did not do what it should (stopping there unless keep_going)."""
+def run_lines(session: Session, lines: Iterable[str], out: Output, *, keep_going: bool,
+              name: str = STDIN_NAME) -> int:
+    """Execute lines in order; 1 if any did not do what it should (stopping there unless keep_going).
+
+    Ctrl-C stops the script: a step loop stops between steps (its outcome
+    says so), anything else finishes its command; then one line on stderr
+    names the line, and the status is `EXIT_INTERRUPTED` (130). Reading the
+    lines may raise `ScriptInputError`.
+    """
     status = 0
-    for text in lines:
-        outcome = execute(session, text)
-        if outcome is None:
-            continue
-        out.outcome(outcome)
-        if not outcome.met:
-            status = 1
-            if not keep_going:
+    number = 0
+    done = 0
+    text = ""
+    try:
+        for number, text in enumerate(lines, start=1):
+            with catch_interrupt(session) as stop:
+                outcome = execute(session, text)
+            done = number
+            if outcome is not None:
+                out.outcome(outcome)
+            if stop:
+                _script_interrupted(name, number, text, stop.signal_name or "SIGINT", outcome, ran=True)
+                return EXIT_INTERRUPTED
+            if outcome is None:
+                continue
+            if not outcome.met:
+                status = 1
+                if not keep_going:
+                    break
+            if session.quit:
                 break
-        if session.quit:
-            break
+    except KeyboardInterrupt:  # outside a command: reading the next line, printing, or just before one
+        _script_interrupted(name, number, text, "SIGINT", None, ran=done == number)
+        return EXIT_INTERRUPTED
     return status
 
 
+def _script_interrupted(name: str, number: int, text: str, signal_name: str, outcome: Outcome | None, *,
+                        ran: bool) -> None:
+    """The one line (on stderr) saying where a script stopped; `ran`: line `number` was executed."""
+    shown = text.strip()
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    if number == 0:
+        where = "before its first line"
+    elif not ran:
+        where = f"before line {number} ({shown!r}) ran"
+    else:
+        error = outcome.error if outcome is not None else None
+        how = (f"stopped between {error.unit}s" if isinstance(error, CommandInterrupted)
+               else "that command completed")
+        where = f"at line {number} ({shown!r}; {how})"
+    print(f"unicache repl: script {name} interrupted by {signal_name} {where}; the rest was not run",
+          file=sys.stderr, flush=True)
+
+
 def history_path(args: Args) -> Path:
-    given = args.opt_str("history_file") or os.environ.get("UNICACHE_REPL_HISTORY")
-    return Path(given) if given else Path.home() / ".unicache_repl_history"
+    """--history-file, else $UNICACHE_REPL_HISTORY (when set and not empty), else ~/.unicache_repl_history."""
+    given = args.opt_str("history_file")
+    if given is None:
+        given = os.environ.get("UNICACHE_REPL_HISTORY") or None
+    return Path(given) if given is not None else Path.home() / ".unicache_repl_history"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `unicache repl` with `argv` (without the program name); returns the exit status.
 
     0: every command did what it should; 1: a script command failed
-    unexpectedly; 2: bad command line or the dump/trace could not be opened.
+    unexpectedly; 2: bad command line, the dump/trace could not be opened, or
+    the script could not be read (`ScriptInputError`); 130: a script (or the
+    start-up) was interrupted by Ctrl-C.
     """
     parser = build_parser()
     try:
@@ -111,18 +160,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(args.flag("json"), echo=not interactive, stream=sys.stdout)
     session = Session()
     try:
-        _start(session, args)
-    except Exception as exc:
-        out.startup_error(exc)
-        session.close()
-        return 2
-    try:
-        return _run(session, args, out, script, interactive)
-    except BrokenPipeError:
-        _silence_stdout()
-        return 1
-    finally:
-        session.close()
+        try:
+            _start(session, args)
+            history = history_path(args) if interactive else None
+        except Exception as exc:
+            out.startup_error(exc)
+            session.close()
+            return 2
+        try:
+            if interactive:
+                from unicache.repl.interactive import run_interactive
+
+                out.banner(session)
+                _first_steps(session, args, out)
+                return run_interactive(session, out, history)
+            return _run(session, args, out, script)
+        except BrokenPipeError:
+            _silence_stdout()
+            return 1
+        finally:
+            session.close()
+    except KeyboardInterrupt:
+        print("unicache repl: interrupted by SIGINT before the session started (or while it closed)",
+              file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
 
 
 def _silence_stdout() -> None:
@@ -137,24 +198,39 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-def _run(session: Session, args: Args, out: Output, script: str | None, interactive: bool) -> int:
-    """The banner, `--step N`, then the interactive loop or the script."""
-    if interactive or args.opt_str("dump") is not None:
-        out.banner(session)
+def _first_steps(session: Session, args: Args, out: Output) -> int:
+    """`--step N` on a trace: run N engine steps first (Ctrl-C stops them between steps); 130 if it did."""
     steps = args.get_int("step")
-    if steps and session.mode == "trace":
+    if not steps or session.mode != "trace":
+        return 0
+    with catch_interrupt(session) as stop:
         first = execute(session, f"step {steps}")
-        if first is not None:
-            out.outcome(first)
-    if interactive:
-        from unicache.repl.interactive import run_interactive
+    if first is not None:
+        out.outcome(first)
+    return EXIT_INTERRUPTED if stop else 0
 
-        return run_interactive(session, out, history_path(args))
-    if script is None or script == "-":
-        return run_lines(session, sys.stdin, out, keep_going=args.flag("keep_going"))
+
+def _run(session: Session, args: Args, out: Output, script: str | None) -> int:
+    """A script (a file, or standard input): the banner of a dump, `--step N`, then its lines.
+
+    A script file is read and checked whole before `--step N` or any of its
+    lines run; standard input line by line.
+    """
+    keep_going = args.flag("keep_going")
+    lines: Iterable[str]
+    name = STDIN_NAME
     try:
-        text = Path(script).read_text(encoding="utf-8")
-    except OSError as exc:
+        if script is None or script == "-":
+            lines = stream_lines(sys.stdin.buffer)
+        else:
+            name = script
+            lines = read_script(script)
+        if args.opt_str("dump") is not None:
+            out.banner(session)
+        if _first_steps(session, args, out):
+            print("unicache repl: --step interrupted by SIGINT; the script was not run", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
+        return run_lines(session, lines, out, keep_going=keep_going, name=name)
+    except ScriptInputError as exc:
         out.startup_error(exc)
         return 2
-    return run_lines(session, text.splitlines(), out, keep_going=args.flag("keep_going"))

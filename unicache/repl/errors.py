@@ -19,6 +19,20 @@ class CommandSyntaxError(ReplError):
         self.command = command
 
 
+class OptionRangeError(CommandSyntaxError):
+    """An option given a value outside the range it accepts; it is refused, never replaced by a default.
+
+    `option` is the option as typed (`--device-tokens`), `accepted` the range in words.
+    """
+
+    def __init__(self, command: str, option: str, value: object, accepted: str) -> None:
+        super().__init__(command, f"{option} {value!r}: out of range (accepted: {accepted})")
+        self.option = option
+        self.value = value
+        self.accepted = accepted
+        self.field = option
+
+
 class NeedsLiveCacheError(ReplError):
     """A command run where the session cannot do it: a live-cache command on a dump (read-only), or a
     fresh-cache command (`insert`) on a trace replay whose engine owns the data.
@@ -112,6 +126,23 @@ class UnknownNameError(ReplError, KeyError):
         return str(self.args[0])
 
 
+class JoinedTicketError(ReplError):
+    """`ack` of a ticket that joined another ticket's copy, still in flight: it has no ack of its own.
+
+    The copy's ack settles both (as `UniCache.time_out` of a joiner says
+    too), so the REPL refuses and names the ticket to ack: `joined`.
+    """
+
+    def __init__(self, command: str, ticket: int, joined: int) -> None:
+        super().__init__(
+            f"{command} T{ticket}: T{ticket} joined the copy of T{joined}, which is still in flight, and has no "
+            f"ack of its own; 'ack T{joined}' settles both"
+        )
+        self.command = command
+        self.ticket_id = ticket
+        self.joined = joined
+
+
 class NoSuchJobError(ReplError, KeyError):
     """The manual transfer engine holds no job for this ticket (never submitted, or already acked)."""
 
@@ -138,6 +169,27 @@ class ConditionError(ReplError):
         self.condition = condition
         self.expected = expected
         self.actual = actual
+
+
+class CommandInterrupted(ReplError):
+    """A long command (`step N`, `run until`, `ack all`) stopped by Ctrl-C between two of its steps.
+
+    `steps` of its steps (`unit`: step, ack) completed; `step` is the cache's
+    step counter now (None without a cache); `pending` says what the command
+    had not done yet.
+    """
+
+    def __init__(self, command: str, signal_name: str, steps: int, step: int | None, pending: str,
+                 unit: str = "step") -> None:
+        at = "" if step is None else f" (now at step {step})"
+        super().__init__(f"{command}: interrupted by {signal_name} after {steps} {unit}(s){at}, {pending}; "
+                         f"stopped between {unit}s, the session is intact")
+        self.unit = unit
+        self.command = command
+        self.signal_name = signal_name
+        self.steps = steps
+        self.step = step
+        self.pending = pending
 
 
 class TraceUnavailableError(ReplError):

@@ -14,7 +14,9 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
 from unicache.repl.commands import REGISTRY
 from unicache.repl.conditions import NAMES as CONDITION_NAMES
+from unicache.repl.errors import CommandInterrupted
 from unicache.repl.executor import execute
+from unicache.repl.interrupt import catch_interrupt
 from unicache.repl.commands.meta import TOPICS
 from unicache.repl.session import Session
 
@@ -82,7 +84,12 @@ class ReplCompleter(Completer):
 
 
 def run_interactive(session: Session, out: Output, history: Path | None) -> int:
-    """Prompt until 'quit' or end of input; errors are shown, never fatal. Returns 0."""
+    """Prompt until 'quit' or end of input; errors are shown, never fatal. Returns 0.
+
+    Ctrl-C at the prompt clears the line; while a command runs it stops a step
+    loop between steps (its outcome says where) and lets any other command
+    finish; either way the prompt comes back with the session intact.
+    """
     hist: History
     try:
         if history is None:
@@ -95,6 +102,7 @@ def run_interactive(session: Session, out: Output, history: Path | None) -> int:
         history=hist, completer=ReplCompleter(session), auto_suggest=AutoSuggestFromHistory(),
         complete_while_typing=False,
     )
+    session.notify = out.notice
     while not session.quit:
         label = {"dump": "unicache(dump)> ", "trace": "unicache(trace)> "}.get(session.mode, "unicache> ")
         try:
@@ -103,7 +111,13 @@ def run_interactive(session: Session, out: Output, history: Path | None) -> int:
             continue
         except EOFError:
             break
-        outcome = execute(session, text)
-        if outcome is not None:
-            out.outcome(outcome)
+        try:
+            with catch_interrupt(session) as stop:
+                outcome = execute(session, text)
+            if outcome is not None:
+                out.outcome(outcome)
+            if stop and not (outcome is not None and isinstance(outcome.error, CommandInterrupted)):
+                out.notice(f"interrupted by {stop.signal_name}: the command completed before it could stop")
+        except KeyboardInterrupt:  # between commands (while printing): the session was not touched
+            out.notice("interrupted by SIGINT while printing; the session is intact")
     return 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from unicache.config import CacheConfig
-from unicache.repl.errors import CommandSyntaxError
+import math
+
+from unicache.repl.errors import CommandSyntaxError, OptionRangeError
 from unicache.repl.parser import Args
 from unicache.repl.session import Transfer
 
@@ -49,24 +51,66 @@ def add_cache_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--name", default="repl", help="ledger / cache name")
 
 
-def config_from(args: Args) -> tuple[CacheConfig, Transfer]:
-    """(CacheConfig, transfer mode) from parsed cache options; `ConfigError` on nonsense."""
-    comps = [c.strip().lower() for c in args.get_str("components").split(",") if c.strip()]
+# Integer cache options and the least value each accepts (an option left out takes its default;
+# one given is used as given or refused, never replaced: `--device-tokens 0` is not the default).
+_AT_LEAST: dict[str, int] = {
+    "page_size": 1, "device_tokens": 1, "host_tokens": 1, "swa_window": 1, "swa_device_tokens": 1,
+    "swa_host_tokens": 1, "mamba_slots": 1, "mamba_host_slots": 1, "write_through_threshold": 1,
+    "load_back_threshold": 0, "kv_width": 1, "mamba_width": 1, "history": 0,
+}
+# Options that size one component: given without that component in --components, they are refused.
+_NEEDS_COMPONENT = {"swa_window": "swa", "swa_device_tokens": "swa", "swa_host_tokens": "swa",
+                    "mamba_slots": "mamba", "mamba_host_slots": "mamba"}
+
+
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def components_from(args: Args, command: str) -> list[str]:
+    """The components named by --components (full is always on); refuses an empty or unknown one."""
+    text = args.get_str("components")
+    comps = [c.strip().lower() for c in text.split(",") if c.strip()]
+    if not comps:
+        raise OptionRangeError(command, "--components", text, "a comma list of full, swa, mamba")
     for c in comps:
         if c not in COMPONENT_CHOICES:
-            raise CommandSyntaxError("new", f"--components: unknown component {c!r} (choose from full, swa, mamba)")
+            raise CommandSyntaxError(command, f"--components: unknown component {c!r} (choose from full, swa, mamba)")
+    return comps
+
+
+def check_cache_options(args: Args, command: str) -> list[str]:
+    """Refuse any cache option given out of its range, or for a component that is off; the components.
+
+    `OptionRangeError` names the option and the range it accepts.
+    """
+    comps = components_from(args, command)
+    for dest, least in _AT_LEAST.items():
+        value = args.opt_int(dest)
+        if value is not None and value < least:
+            raise OptionRangeError(command, _option(dest), value, f"an integer >= {least}")
+    ratio = args.opt_float("host_ratio")
+    if ratio is not None and not (math.isfinite(ratio) and ratio > 0):
+        raise OptionRangeError(command, "--host-ratio", ratio, "a finite number > 0")
+    for dest, component in _NEEDS_COMPONENT.items():
+        if args.opt_int(dest) is not None and component not in comps:
+            raise CommandSyntaxError(command, f"{_option(dest)} given but {component} is not in --components")
+    return comps
+
+
+def config_from(args: Args, command: str = "new") -> tuple[CacheConfig, Transfer]:
+    """(CacheConfig, transfer mode) from parsed cache options; `OptionRangeError` / `ConfigError` on nonsense."""
+    comps = check_cache_options(args, command)
     swa = "swa" in comps
     window = args.opt_int("swa_window")
     if swa and window is None:
         window = 8
-    if not swa and window is not None:
-        raise CommandSyntaxError("new", "--swa-window given but swa is not in --components")
     mamba = "mamba" in comps
     key_width = args.get_int("token_bytes")
     if key_width not in (4, 8):
-        raise CommandSyntaxError("new", f"--token-bytes must be 4 or 8, got {key_width}")
+        raise OptionRangeError(command, "--token-bytes", key_width, "4 or 8")
     config = CacheConfig(
-        device_tokens=args.opt_int("device_tokens") or 64,
+        device_tokens=_given_or(args, "device_tokens", 64),
         page_size=args.get_int("page_size"),
         host_tokens=args.opt_int("host_tokens"),
         host_ratio=args.opt_float("host_ratio"),
@@ -74,14 +118,14 @@ def config_from(args: Args) -> tuple[CacheConfig, Transfer]:
         swa_device_tokens=args.opt_int("swa_device_tokens") if swa else None,
         swa_host_tokens=args.opt_int("swa_host_tokens") if swa else None,
         mamba=mamba,
-        mamba_device_slots=args.opt_int("mamba_slots") or 16,
+        mamba_device_slots=_given_or(args, "mamba_slots", 16),
         mamba_host_slots=args.opt_int("mamba_host_slots") if mamba else None,
         write_policy="write_through" if args.get_str("write_policy") == "write_through" else "write_back",
         write_through_threshold=args.get_int("write_through_threshold"),
         load_back_threshold=args.get_int("load_back_threshold"),
         sync_write_back=not args.flag("no_sync_write_back"),
-        kv_width=args.opt_int("kv_width") or 4,
-        mamba_width=args.opt_int("mamba_width") or 4,
+        kv_width=_given_or(args, "kv_width", 4),
+        mamba_width=_given_or(args, "mamba_width", 4),
         dtype=args.get_str("dtype"),
         token_bytes=4 if key_width == 4 else 8,
         device=args.get_str("device"),
@@ -91,3 +135,9 @@ def config_from(args: Args) -> tuple[CacheConfig, Transfer]:
         history=args.get_int("history"),
     )
     return config, "manual" if args.get_str("transfer") == "manual" else "immediate"
+
+
+def _given_or(args: Args, dest: str, default: int) -> int:
+    """The option's value if it was given (already range-checked), else the REPL's default."""
+    value = args.opt_int(dest)
+    return default if value is None else value

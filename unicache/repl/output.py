@@ -37,6 +37,12 @@ class Output:
         if view is not None:
             self.console.print(view)
 
+    def notice(self, text: str) -> None:
+        """One dim line about the session itself (a long command still running, an interrupt)."""
+        if self.json_mode:
+            return
+        self.console.print(text, markup=False, style="dim")
+
     def startup_error(self, exc: BaseException) -> None:
         if self.json_mode:
             self.stream.write(json.dumps({"cmd": "repl", "args": [], "ok": False, "error": error_json(exc)}) + "\n")

@@ -130,10 +130,11 @@ def resolve_node(view: CrashDump, ref: NodeRef, aliases: Mapping[str, int]) -> i
     return walk_path(view, ref.tokens, ref.text)
 
 
-def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = min(len(a), len(b))
+def _common(key: tuple[int, ...], tokens: tuple[int, ...], pos: int) -> int:
+    """How many leading tokens of `key` equal `tokens[pos:]` (without copying the rest)."""
+    n = min(len(key), len(tokens) - pos)
     i = 0
-    while i < n and a[i] == b[i]:
+    while i < n and key[i] == tokens[pos + i]:
         i += 1
     return i
 
@@ -143,12 +144,11 @@ def walk_path(view: CrashDump, tokens: tuple[int, ...], name: str) -> int:
     node = view.nodes[view.root]
     pos = 0
     while pos < len(tokens):
-        rest = tokens[pos:]
         best = None
         best_len = 0
         for cid in node.children:
             child = view.nodes[cid]
-            m = _common(child.key, rest)
+            m = _common(child.key, tokens, pos)
             if m > best_len:
                 best, best_len = child, m
         if best is None:

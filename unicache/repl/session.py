@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from unicache.dump.schema import JSON, CrashDump, JSONObject
+from unicache.engine.interrupt import StopFlag
 from unicache.repl.errors import NeedsLiveCacheError, UnknownNameError
 from unicache.repl.refs import parse_node, resolve_node
 
@@ -59,7 +60,12 @@ class Driver:
 
 
 class Session:
-    """Everything one REPL run works on."""
+    """Everything one REPL run works on.
+
+    `stop` is set by Ctrl-C while a command runs (`unicache.repl.interrupt`);
+    `notify`, when set (interactively), is where a long command says it is
+    still running.
+    """
 
     def __init__(self) -> None:
         self.source = "no cache"
@@ -78,6 +84,8 @@ class Session:
         self.seed: int | None = None
         self.reproduce: str | None = None
         self.quit = False
+        self.stop = StopFlag()
+        self.notify: Callable[[str], None] | None = None
         self._view: CrashDump | None = None
 
     @property

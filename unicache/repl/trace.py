@@ -69,7 +69,9 @@ def open_trace(session: Session, trace: str, args: Args) -> None:
         from unicache.engine.replay import ReplayOptions, build_replay, load_replay_trace, with_overrides
     except ImportError as exc:
         raise TraceUnavailableError(f"--trace needs the engine (unicache.engine.replay): {exc}") from None
-    comps = tuple(c.strip().lower() for c in args.get_str("components").split(",") if c.strip())
+    from unicache.repl.options import check_cache_options
+
+    comps = tuple(check_cache_options(args, "repl"))
     faults_text = args.get_str("faults")
     faults = () if faults_text in ("", "none") else tuple(f.strip() for f in faults_text.split(",") if f.strip())
     given: dict[str, object] = {

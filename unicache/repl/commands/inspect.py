@@ -8,7 +8,7 @@ from leases import EventKind
 
 from unicache.dump.schema import JSON, CrashDump, DumpEvent, JSONObject
 from unicache.repl.commands.base import Needs, command
-from unicache.repl.errors import CommandSyntaxError, UnknownNameError
+from unicache.repl.errors import CommandSyntaxError, OptionRangeError, UnknownNameError
 from unicache.repl.parser import Args, ReplArgumentParser
 from unicache.repl.refs import format_tokens, parse_lease, parse_node, parse_ticket
 from unicache.repl.session import Session
@@ -46,6 +46,8 @@ def cmd_tree(s: Session, a: Args) -> JSONObject:
     view = s.view()
     top = s.node_id(a.get_str("node"))
     limit = a.opt_int("depth")
+    if limit is not None and limit < 0:
+        raise OptionRangeError("tree", "--depth", limit, "an integer >= 0 (0: NODE alone)")
     keep: set[int] | None = None
     if a.flag("pinned"):
         keep = set()
@@ -114,6 +116,8 @@ def cmd_leases(s: Session, a: Args) -> JSONObject:
     nid = s.node_id(node) if node is not None else None
     comp = _component(a.opt_str("component"))
     owner = a.opt_str("owner")
+    if owner == "":
+        raise OptionRangeError("leases", "--owner", owner, "non-empty text (leave the option out for every owner)")
     out: list[JSON] = []
     for lease in view.leases.values():
         if nid is not None and nid not in lease.nodes:
@@ -235,6 +239,8 @@ def cmd_history(s: Session, a: Args) -> JSONObject:
               if of_comp(e) and (kind_filter is None or e.kind == kind_filter)]
     last = a.opt_int("last")
     if last is not None:
+        if last < 0:
+            raise OptionRangeError("history", "--last", last, "an integer >= 0")
         events = events[-last:] if last > 0 else []
     return {"target": what, "events": [e.to_json() for e in events]}
 
@@ -289,10 +295,14 @@ def cmd_events(s: Session, a: Args) -> JSONObject:
     nodes, ticket, detail."""
     view = s.view()
     kind = a.opt_str("kind")
+    if kind is not None and kind not in _KINDS and all(e.kind != kind for e in view.events):
+        raise CommandSyntaxError("events", f"unknown event kind {kind!r} (one of {', '.join(sorted(_KINDS))})")
     comp = _component(a.opt_str("component"))
+    last = a.get_int("last")
+    if last < 0:
+        raise OptionRangeError("events", "--last", last, "an integer >= 0 (0: every event)")
     of_comp = _of_component(view, comp)
     events = [e for e in view.events if (kind is None or e.kind == kind) and of_comp(e)]
-    last = a.get_int("last")
     if last > 0:
         events = events[-last:]
     return {"events": [e.to_json() for e in events], "total": len(view.events)}

@@ -20,7 +20,10 @@ TOPICS = {
         "(the script stops at the first command that does not do what it should, unless\n"
         "--keep-going). With --json every command prints one JSON object:\n"
         '  {"cmd": NAME, "args": [...], "ok": true, ...result}  or\n'
-        '  {"cmd": NAME, "args": [...], "ok": false, "error": {"type": ..., "message": ...}}'
+        '  {"cmd": NAME, "args": [...], "ok": false, "error": {"type": ..., "message": ...}}\n'
+        "Exit status: 0 every line did what it should, 1 one did not, 2 a bad option or a script\n"
+        "that cannot be read (a regular UTF-8 file of at most 64 MiB, lines of at most 8 MiB),\n"
+        "130 Ctrl-C (a step loop stops between two steps; the script stops at that line)."
     ),
 }
 

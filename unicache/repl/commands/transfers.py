@@ -6,7 +6,14 @@ from unicache.dump.schema import JSON, JSONObject
 from unicache.repl.commands.base import Needs, command
 from unicache.repl.conditions import HELP as CONDITIONS_HELP
 from unicache.repl.conditions import Probe, parse_condition
-from unicache.repl.errors import CommandSyntaxError, ConditionError, NeedsManualTransferError
+from unicache.repl.errors import (
+    CommandSyntaxError,
+    ConditionError,
+    JoinedTicketError,
+    NeedsManualTransferError,
+    OptionRangeError,
+)
+from unicache.repl.interrupt import StepLoop
 from unicache.repl.parser import Args, ReplArgumentParser
 from unicache.repl.refs import parse_ticket
 from unicache.repl.session import Session, deliver_json
@@ -23,11 +30,15 @@ def _p_ack(p: ReplArgumentParser) -> None:
 @command("ack", "complete a held copy now and deliver its ack (or a duplicate/stale one)", Needs.LIVE,
          "transfers", _p_ack)
 def cmd_ack(s: Session, a: Args) -> JSONObject:
-    """Deliver the ack of TICKET (or of every held, not withheld job with 'all').
+    """Deliver the ack of TICKET (or of every held, not withheld job with 'all'; Ctrl-C stops 'all'
+    between two acks).
 
     With --transfer manual the held job's copy runs now, reading its source
     now, then the ack is delivered. A ticket whose job was already acked gets a
-    duplicate ack (counted, never releases anything newer); after 'reset' the
+    duplicate ack (counted, never releases anything newer). A load-back (or
+    backup) that joined another ticket's copy, still in flight, has no ack of
+    its own: acking it is refused (JoinedTicketError, naming the ticket to
+    ack, whose ack settles both), before anything changes. After 'reset' the
     ack is stale (counted, frees the ticket's quarantined slots). --generation
     forges the generation; an id or generation the cache never issued is an
     error (UnknownTicketError).
@@ -47,11 +58,17 @@ def cmd_ack(s: Session, a: Args) -> JSONObject:
                 acks.append({"ticket": c.ticket, "generation": c.generation, "ok": True, "kind": c.kind.value,
                              "status": c.status.value, "node": c.anchor_id})
         else:
+            loop = StepLoop(s, "ack", "ack")
             while (ticket := manual.next_ready()) is not None:
+                if acks:
+                    loop.between_steps(len(acks), f"T{ticket} and the jobs after it still held")
                 ack = manual.take(ticket, ok=ok, detail=detail)
                 acks.append(deliver_json(cache, ack.ticket, ack.generation, ack.ok, lambda: cache.deliver(ack)))
         return {"acks": acks}
     ticket = parse_ticket(target)
+    copy = cache.ticket_table.joined(ticket)
+    if copy is not None:
+        raise JoinedTicketError("ack", ticket, copy.id)
     if manual is not None and manual.job(ticket) is not None and forced is None:
         ack = manual.take(ticket, ok=ok, detail=detail)
     else:
@@ -137,7 +154,10 @@ def cmd_step(s: Session, a: Args) -> JSONObject:
     assert driver is not None
     reports: list[JSON] = []
     idle = False
-    for _ in range(n):
+    loop = StepLoop(s, "step")
+    for done in range(n):
+        if done:
+            loop.between_steps(done, f"{n - done} of {n} not run")
         report = driver.step()
         if report is None:
             idle = True
@@ -163,13 +183,18 @@ def cmd_run(s: Session, a: Args) -> JSONObject:
     cache = s.live("run")
     cond = parse_condition(a.strs("condition"))
     limit = a.get_int("max")
+    if limit < 0:
+        raise OptionRangeError("run", "--max", limit, "an integer >= 0")
     driver = s.driver
     assert driver is not None
     probe = Probe(s)
     baseline = probe.counters()
     steps = 0
     acks: list[JSON] = []
+    loop = StepLoop(s, "run")
     while not cond.holds(probe, baseline):
+        if steps:
+            loop.between_steps(steps, f"{cond.text!r} still false")
         if steps >= limit:
             raise ConditionError(cond.text, f"still false after {steps} steps (--max {limit}); "
                                             f"acks delivered: {_ack_list(acks)}",
