@@ -44,6 +44,12 @@ def _ids(values: Iterable[int]) -> str:
     return ", ".join(str(v) for v in sorted(values))
 
 
+def _leases_named(values: Iterable[int]) -> str:
+    """"leases 3, 7" (sorted), or "none"."""
+    ids = _ids(values)
+    return f"leases {ids}" if ids else "none"
+
+
 class _Findings:
     """The findings of one check run, in order."""
 
@@ -194,11 +200,11 @@ def _ledger(dump: CrashDump, f: _Findings) -> None:
     live = c.get("live")
     if live is not None and live != len(dump.leases):
         f.add("ledger-live", f"the ledger counts {live} live lease(s) but the dump lists {len(dump.leases)} "
-                             f"(leases {_ids(dump.leases)})")
+                             f"({_leases_named(dump.leases)})")
     leaked = c.get("leaked")
     if leaked is not None and leaked != len(ledger.leaks):
         f.add("ledger-leaks", f"the ledger counts {leaked} leak(s) but lists {len(ledger.leaks)} "
-                              f"(leases {_ids(x.id for x in ledger.leaks)})")
+                              f"({_leases_named(x.id for x in ledger.leaks)})")
     acquired, released, revoked = c.get("acquired"), c.get("released"), c.get("revoked")
     if None not in (acquired, released, revoked, live, leaked):
         assert acquired is not None and released is not None and revoked is not None
