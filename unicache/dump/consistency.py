@@ -23,12 +23,55 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from unicache.dump.records import TIERS, DumpLease, DumpViolation
+from unicache.dump.decode import JSONObject
+from unicache.dump.records import (
+    TIERS,
+    CaptureError,
+    DumpEvent,
+    DumpLease,
+    DumpLedger,
+    DumpNode,
+    DumpPool,
+    DumpQuarantine,
+    DumpSanity,
+    DumpTicket,
+    DumpTransfer,
+    DumpViolation,
+)
 
-if TYPE_CHECKING:
-    from unicache.dump.schema import CrashDump
+
+class LoadedDump(Protocol):
+    """What the checks read of a loaded dump: the fields of `unicache.dump.schema.CrashDump`, declared
+    here so that the document module can import this one."""
+
+    @property
+    def config(self) -> JSONObject: ...
+    @property
+    def components(self) -> tuple[str, ...]: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def nodes(self) -> dict[int, DumpNode]: ...
+    @property
+    def pools(self) -> dict[str, DumpPool]: ...
+    @property
+    def leases(self) -> dict[int, DumpLease]: ...
+    @property
+    def ledger(self) -> DumpLedger: ...
+    @property
+    def tickets(self) -> tuple[DumpTicket, ...]: ...
+    @property
+    def transfer(self) -> DumpTransfer | None: ...
+    @property
+    def quarantine(self) -> tuple[DumpQuarantine, ...]: ...
+    @property
+    def events(self) -> tuple[DumpEvent, ...]: ...
+    @property
+    def sanity(self) -> DumpSanity | None: ...
+    @property
+    def capture_errors(self) -> tuple[CaptureError, ...]: ...
 
 _OWNER = re.compile(r"(lock|backup|load_back)#(\d+)(?:@\d+)?")
 _ENDED = frozenset(("release", "revoke", "stale", "leak"))
@@ -63,7 +106,7 @@ class _Findings:
         self.out.append(DumpViolation(kind, node, component, lease, detail))
 
 
-def inconsistencies(dump: CrashDump) -> list[DumpViolation]:
+def inconsistencies(dump: LoadedDump) -> list[DumpViolation]:
     """Every cross-record inconsistency of a loaded dump (empty for a dump of a correct cache)."""
     failed = {c.section for c in dump.capture_errors}
     f = _Findings()
@@ -84,7 +127,7 @@ def inconsistencies(dump: CrashDump) -> list[DumpViolation]:
     return f.out
 
 
-def _slots(dump: CrashDump, f: _Findings) -> None:
+def _slots(dump: LoadedDump, f: _Findings) -> None:
     for name in dump.components:
         for tier in TIERS:
             holder: dict[int, int] = {}
@@ -97,7 +140,7 @@ def _slots(dump: CrashDump, f: _Findings) -> None:
                               node=node.id, component=name)
 
 
-def _leases(dump: CrashDump, f: _Findings, failed: set[str]) -> None:
+def _leases(dump: LoadedDump, f: _Findings, failed: set[str]) -> None:
     pinned: dict[int, list[int]] = {lid: [] for lid in dump.leases}
     for node in dump.nodes.values():
         for res in node.components.values():
@@ -124,7 +167,7 @@ def _leases(dump: CrashDump, f: _Findings, failed: set[str]) -> None:
                                         f"{other.id} and {lid}", component=comp, lease=lid)
 
 
-def _tickets(dump: CrashDump, f: _Findings) -> None:
+def _tickets(dump: LoadedDump, f: _Findings) -> None:
     live = {t.id: t for t in dump.tickets}
     quarantined = {q.ticket for q in dump.quarantine}
     for t in dump.tickets:
@@ -163,7 +206,7 @@ def _tickets(dump: CrashDump, f: _Findings) -> None:
                                   f"hold it", component=lease.component, lease=lease.id)
 
 
-def _jobs(dump: CrashDump, f: _Findings) -> None:
+def _jobs(dump: LoadedDump, f: _Findings) -> None:
     transfer = dump.transfer
     if transfer is None:
         return
@@ -187,7 +230,7 @@ def _jobs(dump: CrashDump, f: _Findings) -> None:
                                            f"the dump's epoch {dump.epoch}")
 
 
-def _ledger(dump: CrashDump, f: _Findings) -> None:
+def _ledger(dump: LoadedDump, f: _Findings) -> None:
     ledger = dump.ledger
     c = ledger.counters
     if ledger.epoch != dump.epoch:
@@ -233,7 +276,7 @@ def _ledger(dump: CrashDump, f: _Findings) -> None:
                                      f"epoch {dump.epoch}", lease=leak.id)
 
 
-def _pools(dump: CrashDump, f: _Findings) -> None:
+def _pools(dump: LoadedDump, f: _Findings) -> None:
     named: dict[str, set[int]] = {name: set() for name in dump.pools}
     quarantined: dict[str, set[int]] = {name: set() for name in dump.pools}
     for node in dump.nodes.values():
@@ -257,7 +300,7 @@ def _pools(dump: CrashDump, f: _Findings) -> None:
                                f"hold {len(named[name])}")
 
 
-def _events(dump: CrashDump, f: _Findings, failed: set[str]) -> None:
+def _events(dump: LoadedDump, f: _Findings, failed: set[str]) -> None:
     last = 0
     acquired = None if "ledger" in failed else dump.ledger.counters.get("acquired")
     for e in dump.events:
@@ -288,7 +331,7 @@ def _events(dump: CrashDump, f: _Findings, failed: set[str]) -> None:
                   component=lease.component, lease=lease.id)
 
 
-def _tree(dump: CrashDump, f: _Findings) -> None:
+def _tree(dump: LoadedDump, f: _Findings) -> None:
     for node in dump.nodes.values():
         if node.parent is None:
             if node.start != 0:
@@ -300,7 +343,7 @@ def _tree(dump: CrashDump, f: _Findings) -> None:
                                f"{parent.end}", node=node.id)
 
 
-def _sanity(dump: CrashDump, f: _Findings) -> None:
+def _sanity(dump: LoadedDump, f: _Findings) -> None:
     sanity = dump.sanity
     if sanity is not None and sanity.ok == bool(sanity.violations):
         f.add("sanity-record", f"the recorded sanity check says ok={sanity.ok} with {len(sanity.violations)} "

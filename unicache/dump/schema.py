@@ -5,13 +5,17 @@ is a frozen dataclass whose fields are the JSON keys; :func:`unicache.dump.decod
 the field types (ints are never bools and stay in int64 range, floats are
 finite, ids and sizes are non-negative, names come from closed sets) and the
 record's ``validate`` checks what spans fields. :meth:`CrashDump.from_json`
-then checks the format tag and version, the configuration's ranges, that every
-id the document refers to (parents, children, pinning leases) exists and that
-every slot is inside its pool, raising `DumpFormatError` with the JSON path of
-the first bad value. `to_json()` is the exact inverse, so
+then checks the format tag and version, the configuration's ranges, that node,
+lease and ticket ids (and the tickets of quarantine entries and held jobs) are
+unique, that every id the tree refers to (parents, children, pinning leases)
+exists, that every component and pool a record names is enabled and that every
+slot is inside its pool, raising `DumpFormatError` with the JSON path of the
+first bad value. `to_json()` is the exact inverse, so
 `CrashDump.from_json(d).to_json() == d` for any valid `d`.
 :meth:`CrashDump.revalidate` re-runs all of that on a loaded dump and adds the
-cross-record consistency findings the REPL's ``check`` reports.
+cross-record consistency findings the REPL's ``check`` reports
+(:mod:`unicache.dump.consistency`): what a broken cache could have written
+loads, and is reported instead of refused.
 """
 
 from __future__ import annotations
