@@ -135,7 +135,10 @@ def test_check_names_each_inconsistency(repl: RunRepl, crash_dump: Path, tmp_pat
     check = run.last("check")
     assert check["clean"] is False and check["inconsistencies"] == len(expected)
     assert [(v["kind"], v["node"], v["component"], v["lease"], v["detail"]) for v in check["violations"]] == expected
-    assert run.last("assert")["ok"] is False
+    failed = run.last("assert")
+    assert failed["ok"] is False
+    assert failed["error"]["actual"] == ("recorded check: 0 violation(s); re-checking the dump: 5 inconsistencies "
+                                         "(ticket-lease, ticket-node, lease-ticket, job-ticket, ledger-live)")
     text = repl("check\n", "--dump", str(edited), json_mode=False).text
     lines = text.splitlines()
     start = lines.index("NOT clean (as recorded in the dump); re-checking the dump found 5 inconsistencies")
