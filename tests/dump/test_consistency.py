@@ -166,6 +166,18 @@ def _pool_used(d: Doc) -> None:
     d["pools"]["full.device"].update(used=5, free=27)
 
 
+def _copy_into_quarantine(d: Doc) -> None:
+    d["tickets"][0]["copies"][0]["dst"] = [0, 1]
+
+
+def _components_not_configured(d: Doc) -> None:
+    d["config"]["swa_window"] = None
+
+
+def _pool_capacity(d: Doc) -> None:
+    d["config"]["device_tokens"] = 64
+
+
 def _event_order(d: Doc) -> None:
     d["events"][1]["seq"] = 1
 
@@ -261,6 +273,14 @@ CASES: list[tuple[Callable[[Doc], None], list[tuple[str, str]]]] = [
         ("pool-quarantined", "pool full.device counts 3 quarantined row(s) but the quarantine lists 4")]),
     (_pool_used, [
         ("pool-used", "pool full.device counts 5 used row(s) but nodes, copies and the quarantine hold 10")]),
+    (_copy_into_quarantine, [
+        ("copy-destination", "ticket 2 copies into full.host row 0, which the quarantine of ticket 1 holds"),
+        ("copy-destination", "ticket 2 copies into full.host row 1, which the quarantine of ticket 1 holds")]),
+    (_components_not_configured, [
+        ("config-components", "the dump enables full, swa, mamba but its configuration enables full, mamba")]),
+    (_pool_capacity, [
+        ("pool-capacity", "pool full.device has 32 rows but the configuration gives it 64"),
+        ("pool-capacity", "pool swa.device has 32 rows but the configuration gives it 64")]),
     (_event_order, [("event-order", "event 1 follows event 1: sequence numbers must increase")]),
     (_event_step, [("event-step", "event 1 is at step 5, after the ledger's step 0")]),
     (_event_generation, [("event-generation", "event 1 is of generation 9, after the dump's epoch 1")]),

@@ -16,7 +16,8 @@ lease per component, every held job is for a live or quarantined ticket of
 its generation and kind, the ledger's counters add up
 (``acquired = released + live + revoked + leaked while held``, ids are never
 reused, so no id exceeds ``acquired``), pool counts cover the slots the dump
-names, and the flight recorder's sequence numbers increase.
+names and pool sizes are the configuration's, a live copy writes rows no one
+else holds, and the flight recorder's sequence numbers increase.
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ def inconsistencies(dump: LoadedDump) -> list[DumpViolation]:
         _ledger(dump, f)
     if not failed & {"pools", "quarantine", "tickets", "tree"}:
         _pools(dump, f)
+        _copies(dump, f)
+    if not failed & {"config", "components", "pools"}:
+        _configured(dump, f)
     if "events" not in failed:
         _events(dump, f, failed)
     _tree(dump, f)
@@ -298,6 +302,66 @@ def _pools(dump: LoadedDump, f: _Findings) -> None:
         if len(named[name]) > pool.used:
             f.add("pool-used", f"pool {name} counts {pool.used} used row(s) but nodes, copies and the quarantine "
                                f"hold {len(named[name])}")
+
+
+def _copies(dump: LoadedDump, f: _Findings) -> None:
+    """A live copy's destination rows were allocated for it alone: no node, quarantine or other copy holds them."""
+    holders: dict[tuple[str, int], str] = {}
+    for node in dump.nodes.values():
+        for comp, res in node.components.items():
+            for tier in TIERS:
+                for s in res.slots(tier):
+                    holders.setdefault((f"{comp}.{tier}", s), f"node {node.id}")
+    for q in dump.quarantine:
+        for name, slots in q.slots.items():
+            for s in slots:
+                holders.setdefault((name, s), f"the quarantine of ticket {q.ticket}")
+    for t in dump.tickets:
+        for c in t.copies:
+            pool = f"{c.component}.{c.dst_tier}"
+            for s in c.dst:
+                other = holders.setdefault((pool, s), f"the copy of ticket {t.id}")
+                if other != f"the copy of ticket {t.id}":
+                    f.add("copy-destination", f"ticket {t.id} copies into {pool} row {s}, which {other} holds",
+                          component=c.component)
+
+
+def _config_int(config: JSONObject, key: str) -> int | None:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _configured(dump: LoadedDump, f: _Findings) -> None:
+    """The components and pool sizes the configuration fixes are those the dump records.
+
+    A key the configuration does not record decides nothing; host sizes are
+    compared only where given explicitly (otherwise a ratio of the device's).
+    """
+    config = dump.config
+    implied = ["full"]
+    for name, key, enabled in (("swa", "swa_window", config.get("swa_window") is not None),
+                               ("mamba", "mamba", config.get("mamba") is True)):
+        if enabled if key in config else name in dump.components:
+            implied.append(name)
+    if list(dump.components) != implied:
+        f.add("config-components", f"the dump enables {', '.join(dump.components)} but its configuration "
+                                   f"enables {', '.join(implied)}")
+    page = _config_int(config, "page_size") or 1
+    sizes: dict[str, int] = {}
+    device = _config_int(config, "device_tokens")
+    if device is not None:
+        sizes["full.device"] = device // page
+        sizes["swa.device"] = (_config_int(config, "swa_device_tokens") or device) // page
+    for pool, key, unit in (("full.host", "host_tokens", page), ("swa.host", "swa_host_tokens", page),
+                            ("mamba.device", "mamba_device_slots", 1), ("mamba.host", "mamba_host_slots", 1)):
+        value = _config_int(config, key)
+        if value is not None:
+            sizes[pool] = value // unit
+    for name, stats in dump.pools.items():
+        want = sizes.get(name)
+        if want is not None and stats.capacity != want:
+            f.add("pool-capacity", f"pool {name} has {stats.capacity} rows but the configuration gives it {want}",
+                  component=name.partition(".")[0])
 
 
 def _events(dump: LoadedDump, f: _Findings, failed: set[str]) -> None:
