@@ -146,6 +146,10 @@ def _lease_scope(d: Doc) -> None:
     _lease(d, 8)["scope"] = [4]
 
 
+def _pin_repeated(d: Doc) -> None:
+    _node(d, 5)["components"]["full"]["pins"] = [7, 10, 7]
+
+
 def _lease_nodes(d: Doc) -> None:
     _lease(d, 8)["nodes"] = [5]
 
@@ -262,7 +266,8 @@ CASES: list[tuple[Callable[[Doc], None], list[tuple[str, str]]]] = [
     (_ledger_name, [("ledger-name", "the ledger is named 'other' but the configuration names 'unicache'")]),
     (_lease_generation, [
         ("lease-generation", "lease 7 is of generation 0, but live leases are of the dump's epoch 1")]),
-    (_lease_scope, [("lease-scope", "lease 8 was acquired for nodes [4] but is held by the pin sets of [4, 5]")]),
+    (_lease_scope, [("lease-scope", "lease 8 records scope [4] but is held by the pin sets of [4, 5]")]),
+    (_pin_repeated, [("pin-repeated", "node 5: the full pin set lists lease 7 more than once")]),
     (_lease_nodes, [("lease-nodes", "lease 8 lists nodes [5] but is held by the pin sets of [4, 5]")]),
     (_lease_of_a_ticket_not_live, [
         ("lease-ticket", "lease 7 is owned by 'load_back#9@5', but ticket 9 is not live")]),

@@ -147,9 +147,13 @@ def _slots(dump: LoadedDump, f: _Findings) -> None:
 def _leases(dump: LoadedDump, f: _Findings, failed: set[str]) -> None:
     pinned: dict[int, list[int]] = {lid: [] for lid in dump.leases}
     for node in dump.nodes.values():
-        for res in node.components.values():
+        for comp, res in node.components.items():
             for lid in res.pins:
                 pinned[lid].append(node.id)
+            repeated = sorted({lid for lid in res.pins if res.pins.count(lid) > 1})
+            for lid in repeated:
+                f.add("pin-repeated", f"node {node.id}: the {comp} pin set lists lease {lid} more than once",
+                      node=node.id, component=comp, lease=lid)
     receipts: dict[tuple[str, int], DumpLease] = {}
     for lease in dump.leases.values():
         lid, comp = lease.id, lease.component
@@ -158,8 +162,8 @@ def _leases(dump: LoadedDump, f: _Findings, failed: set[str]) -> None:
             f.add("lease-nodes", f"lease {lid} lists nodes [{_ids(lease.nodes)}] but is held by the pin sets of "
                                  f"[{_ids(held)}]", component=comp, lease=lid)
         if lease.scope is not None and sorted(lease.scope) != held:
-            f.add("lease-scope", f"lease {lid} was acquired for nodes [{_ids(lease.scope)}] but is held by the "
-                                 f"pin sets of [{_ids(held)}]", component=comp, lease=lid)
+            f.add("lease-scope", f"lease {lid} records scope [{_ids(lease.scope)}] but is held by the pin sets of "
+                                 f"[{_ids(held)}]", component=comp, lease=lid)
         if "epoch" not in failed and lease.generation != dump.epoch:
             f.add("lease-generation", f"lease {lid} is of generation {lease.generation}, but live leases are of "
                                       f"the dump's epoch {dump.epoch}", component=comp, lease=lid)
