@@ -182,3 +182,75 @@ def test_the_repl_refuses_a_bad_dump_in_one_line(tmp_path: Path, capsys: pytest.
     out = capsys.readouterr()
     lines = [line for line in (out.out + out.err).splitlines() if line.strip()]
     assert len(lines) == 1 and "DumpReadError" in lines[0] and "Traceback" not in out.err
+
+
+@pytest.mark.parametrize(("section", "where", "message"), [
+    ("tickets", "tickets[1].id", "duplicate ticket id 2"),
+    ("quarantine", "quarantine[1].ticket", "ticket 1 is quarantined twice"),
+    ("jobs", "transfer.jobs[2].ticket", "two held jobs for ticket 2"),
+])
+def test_repeated_ids_are_refused(doc: Doc, section: str, where: str, message: str) -> None:
+    """A ticket, a quarantine entry and a held job are each named by their ticket id: one of each per id."""
+    records = doc["transfer"]["jobs"] if section == "jobs" else doc[section]
+    records.append(copy.deepcopy(records[-1]))
+    _refused(doc, where, message)
+
+
+def test_every_component_a_record_names_is_enabled(doc: Doc) -> None:
+    """Strip Mamba from the components, then from one kind of record after another: each is refused in turn."""
+    doc["components"] = ["full", "swa"]
+    for node in doc["tree"]["nodes"]:
+        del node["components"]["mamba"]
+    mamba = [x["id"] for x in doc["leases"] if x["component"] == "mamba"]
+    assert mamba == [9, 12]
+    _refused(doc, "pools.mamba.device", "pool mamba.device: component 'mamba' is not enabled")
+    doc["pools"] = {k: v for k, v in doc["pools"].items() if not k.startswith("mamba.")}
+    _refused(doc, "leases[2].component", "lease 9: component 'mamba' is not enabled")
+    doc["leases"] = [x for x in doc["leases"] if x["id"] not in mamba]
+    doc["ledger"]["counters"]["live"] -= 2
+    _refused(doc, "tickets[0].leases.mamba", "ticket 2: component 'mamba' is not enabled")
+    del doc["tickets"][0]["leases"]["mamba"]
+    _refused(doc, "tickets[0].copies[2].component", "ticket 2: component 'mamba' is not enabled")
+    doc["tickets"][0]["copies"].pop()
+    _refused(doc, "quarantine[0].slots.mamba.device", "pool mamba.device: component 'mamba' is not enabled")
+    doc["quarantine"][0]["slots"] = {k: v for k, v in doc["quarantine"][0]["slots"].items()
+                                     if not k.startswith("mamba.")}
+    _refused(doc, "events[2].component", "event 3: component 'mamba' is not enabled")
+    doc["events"] = [e for e in doc["events"] if e["component"] != "mamba"]
+    CrashDump.from_json(doc)
+
+
+def test_pool_names_are_component_and_tier(doc: Doc) -> None:
+    doc["pools"]["full.disk"] = {"capacity": 1, "free": 1, "used": 0, "quarantined": 0}
+    _refused(doc, "pools.full.disk", "unknown pool 'full.disk' (expected COMPONENT.TIER, e.g. full.device)")
+    del doc["pools"]["full.disk"]
+    doc["quarantine"][0]["slots"]["host"] = [0]
+    _refused(doc, "quarantine[0].slots.host", "unknown pool 'host'")
+
+
+def test_without_the_component_list_any_component_may_be_named(doc: Doc) -> None:
+    """The writer's fallback when it cannot read the components: `full` alone, nodes with Full only, and a
+    capture error; pools and leases of the other components still load."""
+    doc["components"] = ["full"]
+    for node in doc["tree"]["nodes"]:
+        node["components"] = {"full": node["components"]["full"]}
+    for lease in doc["leases"]:
+        lease["nodes"] = lease["nodes"] if lease["component"] == "full" else []
+    _refused(doc, "pools.swa.device", "pool swa.device: component 'swa' is not enabled")
+    doc["capture_errors"] = [{"section": "components", "type": "RuntimeError", "message": "config corrupt"}]
+    dump = CrashDump.from_json(doc)
+    assert sorted(dump.pools) == ["full.device", "full.host", "mamba.device", "mamba.host", "swa.device", "swa.host"]
+
+
+def test_the_repl_refuses_a_repeated_ticket_in_one_line(doc: Doc, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from unicache.repl import main
+
+    doc["tickets"].append(copy.deepcopy(doc["tickets"][0]))
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps(doc))
+    assert main(["--dump", str(path)]) == 2
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in out.err, lines
+    assert "DumpFormatError" in lines[0] and f"{path}: tickets[1].id: duplicate ticket id 2" in lines[0]

@@ -63,6 +63,10 @@ def _duplicate_node(d: Doc) -> None:
     d["tree"]["nodes"].append(copy.deepcopy(d["tree"]["nodes"][-1]))
 
 
+def _duplicate_lease(d: Doc) -> None:
+    d["leases"].append(copy.deepcopy(d["leases"][-1]))
+
+
 CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
     ("missing section", _delete("tree"), "tree", "missing"),
     ("unknown field", _set("surprise", 1), "surprise", "unknown field"),
@@ -75,6 +79,9 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
     ("root missing", _set("tree.root", 4242), "tree.root", "not among tree.nodes"),
     ("order", _swap_first_nodes, "tree.nodes[1]", "comes before its parent"),
     ("duplicate node", _duplicate_node, "tree.nodes[3].id", "duplicate node id"),
+    ("duplicate lease", _duplicate_lease, "leases[6].id", "duplicate lease id 12"),
+    ("node component not enabled", _set("components", ["full", "swa"]), "tree.nodes[0].components",
+     "node 3: component 'mamba' is not enabled"),
     ("pin without lease", _set("tree.nodes.2.components.full.pins", [4242]), "tree.nodes[2].components.full.pins",
      "lease 4242, which is not among the live leases"),
     ("mamba slots as list", _set("tree.nodes.2.components.mamba.device", [1]),

@@ -112,6 +112,45 @@ def test_invalid_dump_is_refused(repl: RunRepl, crash_dump: Path, tmp_path: Path
 
 
 
+def test_check_names_each_inconsistency(repl: RunRepl, crash_dump: Path, tmp_path: Path) -> None:
+    """Hand edits a dump still loads with: `check` lists each one, naming its ids, and the dump is not clean."""
+    doc = json.loads(crash_dump.read_text())
+    assert [(t["id"], t["leases"]) for t in doc["tickets"]] == [(3, {"full": 7, "mamba": 8}),
+                                                                 (4, {"full": 9, "mamba": 10})]
+    doc["tickets"][0]["leases"]["full"] = 99
+    doc["tickets"][1]["node"] = 77
+    doc["transfer"]["jobs"][1]["ticket"] = 42
+    doc["ledger"]["counters"].update(live=3, released=7)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    expected = [
+        ("ticket-lease", None, "full", 99, "ticket 3 holds full lease 99, which is not among the live leases"),
+        ("ticket-node", 77, None, None, "ticket 4 (load_back) is anchored at node 77, which is not in the tree"),
+        ("lease-ticket", None, "full", 7, "lease 7 is owned by ticket 3 ('load_back#3@3'), which does not hold it"),
+        ("job-ticket", None, None, None,
+         "the transfer engine holds a load_back job for ticket 42, which is neither live nor quarantined"),
+        ("ledger-live", None, None, None, "the ledger counts 3 live lease(s) but the dump lists 4 (leases 7, 8, 9, 10)"),
+    ]
+    run = repl("check\nassert clean\n", "--dump", str(edited))
+    check = run.last("check")
+    assert check["clean"] is False and check["inconsistencies"] == len(expected)
+    assert [(v["kind"], v["node"], v["component"], v["lease"], v["detail"]) for v in check["violations"]] == expected
+    failed = run.last("assert")
+    assert failed["ok"] is False
+    assert failed["error"]["actual"] == ("recorded check: 0 violation(s); re-checking the dump: 5 inconsistencies "
+                                         "(ticket-lease, ticket-node, lease-ticket, job-ticket, ledger-live)")
+    text = repl("check\n", "--dump", str(edited), json_mode=False).text
+    lines = text.splitlines()
+    start = lines.index("NOT clean (as recorded in the dump); re-checking the dump found 5 inconsistencies")
+    assert lines[start + 1:start + 6] == [
+        "ticket-lease full L99: ticket 3 holds full lease 99, which is not among the live leases",
+        "ticket-node #77: ticket 4 (load_back) is anchored at node 77, which is not in the tree",
+        "lease-ticket full L7: lease 7 is owned by ticket 3 ('load_back#3@3'), which does not hold it",
+        "job-ticket: the transfer engine holds a load_back job for ticket 42, which is neither live nor quarantined",
+        "ledger-live: the ledger counts 3 live lease(s) but the dump lists 4 (leases 7, 8, 9, 10)",
+    ]
+
+
 def test_conditions_read_the_dump(repl: RunRepl, crash_dump: Path, tmp_path: Path) -> None:
     doc = json.loads(crash_dump.read_text())
     run = repl("assert leak --not\nassert stale-ack --not\nassert violation --not\nassert multi-pin t:1..8\n"

@@ -4,7 +4,8 @@ Field metadata narrows what :func:`unicache.dump.decode.decode` accepts: ids,
 sizes and counters are ``minimum: 0``, names come from closed sets
 (components, tiers, event kinds), free-form sections are ``raw``. Checks that
 span fields live in each record's ``validate``; checks that span records
-(references, slot ranges) in :class:`unicache.dump.schema.CrashDump`.
+(references, slot ranges) in :class:`unicache.dump.schema.CrashDump`, and the
+consistency findings in :mod:`unicache.dump.consistency`.
 """
 
 from __future__ import annotations

@@ -5,13 +5,17 @@ is a frozen dataclass whose fields are the JSON keys; :func:`unicache.dump.decod
 the field types (ints are never bools and stay in int64 range, floats are
 finite, ids and sizes are non-negative, names come from closed sets) and the
 record's ``validate`` checks what spans fields. :meth:`CrashDump.from_json`
-then checks the format tag and version, the configuration's ranges, that every
-id the document refers to (parents, children, pinning leases) exists and that
-every slot is inside its pool, raising `DumpFormatError` with the JSON path of
-the first bad value. `to_json()` is the exact inverse, so
+then checks the format tag and version, the configuration's ranges, that node,
+lease and ticket ids (and the tickets of quarantine entries and held jobs) are
+unique, that every id the tree refers to (parents, children, pinning leases)
+exists, that every component and pool a record names is enabled and that every
+slot is inside its pool, raising `DumpFormatError` with the JSON path of the
+first bad value. `to_json()` is the exact inverse, so
 `CrashDump.from_json(d).to_json() == d` for any valid `d`.
 :meth:`CrashDump.revalidate` re-runs all of that on a loaded dump and adds the
-cross-record consistency findings the REPL's ``check`` reports.
+cross-record consistency findings the REPL's ``check`` reports
+(:mod:`unicache.dump.consistency`): what a broken cache could have written
+loads, and is reported instead of refused.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from unicache.dump.config_rules import check_config, dump_token_bytes
+from unicache.dump.consistency import inconsistencies
 from unicache.dump.decode import JSON, JSONObject, Record, decode, is_int, type_name
 from unicache.dump.errors import DumpError, DumpFormatError, DumpVersionError
 from unicache.dump.records import (
@@ -172,6 +177,7 @@ class CrashDump:
             sanity=doc.sanity, extra=doc.extra, capture_errors=doc.capture_errors,
         )
         dump._check_references()
+        dump._check_records()
         dump._check_slot_ranges()
         return dump
 
@@ -216,6 +222,56 @@ class CrashDump:
                             f"node {node.id}: {name} pin set holds lease {lid} of component {lease.component}",
                         )
 
+    def _check_records(self) -> None:
+        """Ticket, quarantine and job ids are unique; every component and pool a record names is enabled.
+
+        When the writer could not capture the enabled components, only the
+        spelling of pool names is checked (it then records ``full`` alone).
+        """
+        seen: set[int] = set()
+        for i, ticket in enumerate(self.tickets):
+            if ticket.id in seen:
+                raise DumpFormatError(f"tickets[{i}].id", f"duplicate ticket id {ticket.id}")
+            seen.add(ticket.id)
+        seen.clear()
+        for i, q in enumerate(self.quarantine):
+            if q.ticket in seen:
+                raise DumpFormatError(f"quarantine[{i}].ticket", f"ticket {q.ticket} is quarantined twice")
+            seen.add(q.ticket)
+        seen.clear()
+        for i, job in enumerate(() if self.transfer is None else self.transfer.jobs):
+            if job.ticket in seen:
+                raise DumpFormatError(f"transfer.jobs[{i}].ticket", f"two held jobs for ticket {job.ticket}")
+            seen.add(job.ticket)
+        lost = any(c.section == "components" for c in self.capture_errors)
+        enabled = frozenset(COMPONENT_NAMES if lost else self.components)
+
+        def component(name: str, where: str, what: str) -> None:
+            if name not in enabled:
+                raise DumpFormatError(where, f"{what}: component {name!r} is not enabled")
+
+        def pool(name: str, where: str) -> None:
+            comp, _, tier = name.partition(".")
+            if comp not in COMPONENT_NAMES or tier not in TIERS:
+                raise DumpFormatError(where, f"unknown pool {name!r} (expected COMPONENT.TIER, e.g. full.device)")
+            component(comp, where, f"pool {name}")
+
+        for name in self.pools:
+            pool(name, f"pools.{name}")
+        for i, lease in enumerate(self.leases.values()):
+            component(lease.component, f"leases[{i}].component", f"lease {lease.id}")
+        for i, ticket in enumerate(self.tickets):
+            for name in ticket.leases:
+                component(name, f"tickets[{i}].leases.{name}", f"ticket {ticket.id}")
+            for j, c in enumerate(ticket.copies):
+                component(c.component, f"tickets[{i}].copies[{j}].component", f"ticket {ticket.id}")
+        for i, q in enumerate(self.quarantine):
+            for name in q.slots:
+                pool(name, f"quarantine[{i}].slots.{name}")
+        for i, e in enumerate(self.events):
+            if e.component is not None:
+                component(e.component, f"events[{i}].component", f"event {e.seq}")
+
     def _check_slot_ranges(self) -> None:
         """Every slot a node, copy or quarantine names lies inside its pool (when the pool was captured)."""
         def check(pool: str, slots: tuple[int, ...], where: str) -> None:
@@ -243,34 +299,13 @@ class CrashDump:
 
         A dump that no longer validates (built in memory, or from a document
         edited after loading) yields one ``dump-format`` finding; a valid one is
-        also checked across records: no device or host slot of a component is
-        held by two nodes, and each live lease's ``nodes`` are exactly the nodes
-        whose pin sets hold it.
+        checked across records (:func:`unicache.dump.consistency.inconsistencies`).
         """
         try:
             CrashDump.from_json(self.to_json())
         except DumpError as exc:
             return [DumpViolation("dump-format", None, None, None, str(exc))]
-        found: list[DumpViolation] = []
-        for name in self.components:
-            for tier in TIERS:
-                holder: dict[int, int] = {}
-                for node in self.nodes.values():
-                    res = node.components.get(name)
-                    for s in () if res is None else res.slots(tier):
-                        other = holder.setdefault(s, node.id)
-                        if other != node.id:
-                            found.append(DumpViolation(
-                                "shared-slot", node.id, name, None,
-                                f"{name}.{tier} slot {s} is held by nodes {other} and {node.id}"))
-        for lease in self.leases.values():
-            pinned = self.nodes_pinned_by(lease.id)
-            if sorted(pinned) != sorted(lease.nodes):
-                found.append(DumpViolation(
-                    "lease-nodes", None, lease.component, lease.id,
-                    f"lease {lease.id} lists nodes {sorted(lease.nodes)} but is held by the pin sets of "
-                    f"{sorted(pinned)}"))
-        return found
+        return inconsistencies(self)
 
     def to_json(self) -> JSONObject:
         return {

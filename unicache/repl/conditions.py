@@ -134,11 +134,17 @@ class Probe:
         s = self.session
         cache = s.cache
         if cache is None or s.dump is not None:
-            sanity = s.view().sanity
+            view = s.view()
+            rechecked = [v.kind for v in view.revalidate()]
+            n = len(rechecked)
+            again = f"; re-checking the dump: {n} inconsistenc{'y' if n == 1 else 'ies'} " \
+                    f"({', '.join(rechecked[:5])})" if rechecked else ""
+            sanity = view.sanity
             if sanity is None:
-                return "the dump recorded no sanity check"
+                return "the dump recorded no sanity check" + again
             kinds = [f"{v.kind} on #{v.node}" for v in sanity.violations]
-            return f"recorded check: {len(kinds)} violation(s)" + (f" ({', '.join(kinds[:5])})" if kinds else "")
+            return f"recorded check: {len(kinds)} violation(s)" + (f" ({', '.join(kinds[:5])})" if kinds else "") \
+                + again
         report = cache.sanity_check()
         kinds = [f"{v.kind} on #{v.node_id}" for v in report.violations]
         data = s.driver.data_check() if s.driver is not None else None

@@ -445,6 +445,22 @@ def _stats(d: JSONObject) -> RenderableType:
     return Group(pools, Text("ledger: " + _compact(ledger)), Text("counters (non-zero): " + _compact(counters)))
 
 
+def _inconsistencies(d: JSONObject) -> str:
+    """How many of a dump check's findings re-checking the dump added (after the recorded ones)."""
+    n = d.get("inconsistencies")
+    if not isinstance(n, int) or not n:
+        return ""
+    return f"; re-checking the dump found {n} inconsistenc{'y' if n == 1 else 'ies'}"
+
+
+def _finding_line(v: JSONObject) -> Text:
+    """One finding of a dump check as one line: its kind, the ids it carries, its detail (wrapped, never cut)."""
+    ids = [f"#{v['node']}" if v.get("node") is not None else "", str(v.get("component") or ""),
+           f"L{v['lease']}" if v.get("lease") is not None else ""]
+    where = " ".join(x for x in ids if x)
+    return Text(f"{v['kind']}{' ' + where if where else ''}: {v['detail']}")
+
+
 @_renders("check")
 def _check(d: JSONObject) -> RenderableType:
     parts: list[RenderableType] = []
@@ -457,10 +473,12 @@ def _check(d: JSONObject) -> RenderableType:
         extra = f"; {data['checked']} slots match the reference model" if data else ""
         parts.append(Text(f"clean{recorded}{extra}", style="bold green"))
     else:
-        parts.append(Text(f"NOT clean{recorded}", style="bold red"))
+        parts.append(Text(f"NOT clean{recorded}{_inconsistencies(d)}", style="bold red"))
     violations = _list(d.get("violations"))
     mismatches = _list(_obj(d.get("data")).get("mismatches"))
-    if violations or mismatches:
+    if d.get("recorded"):
+        parts.extend(_finding_line(_obj(v)) for v in violations)
+    elif violations or mismatches:
         table = _table(("kind", "node", "component", "lease", "detail"), overflow="fold")
         for v in violations:
             x = _obj(v)

@@ -328,9 +328,10 @@ def cmd_stats(s: Session, a: Args) -> JSONObject:
 def cmd_check(s: Session, a: Args) -> JSONObject:
     """Run the cache's sanity check (pin sets recomputed from live leases, pool accounting, tree
     links, residency rules) and, on a fresh cache, compare every published slot with the
-    reference model. On a dump, shows the check recorded when it was written plus what
-    re-validating the dump finds (ranges, references, slots held twice, lease node lists).
-    Reports; does not fail. Use 'assert clean' to make a script fail on violations."""
+    reference model. On a dump, shows the check recorded when it was written plus every
+    inconsistency re-checking the dump finds (one line each, naming its ids: tickets, jobs and
+    leases that disagree, ledger counts, generations, pool counts, slots held twice; the
+    last `inconsistencies` of `violations`). Reports; does not fail. Use 'assert clean' to make a script fail on violations."""
     cache = s.cache
     if cache is None or s.dump is not None:
         view = s.view()
@@ -341,6 +342,7 @@ def cmd_check(s: Session, a: Args) -> JSONObject:
             "recorded": True,
             "clean": None if sanity is None and not found else (sanity is None or sanity.ok) and not found,
             "violations": [*recorded, *found],
+            "inconsistencies": len(found),
             "data": None,
         }
     report = cache.sanity_check()
