@@ -335,8 +335,8 @@ def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
     if kind == "pinset":
         for x in cache.nodes():
             pins = cache.components.full.pins(x)
-            if pins is not None and pins._refs:
-                pins._refs.pop(next(iter(pins._refs)))
+            ids = pins.ids() if pins is not None else []
+            if pins is not None and ids and pins.forget(ids[0]):
                 return True
         return False
     if kind == "allocator":
