@@ -36,6 +36,9 @@ _weakref = weakref.ref
 _link = PinSet.link
 _unlink = PinSet.unlink
 _NO_PINS: tuple[()] = ()
+_ACQUIRE = EventKind.ACQUIRE
+_RELEASE = EventKind.RELEASE
+_STALE_EVENT = EventKind.STALE
 _RELEASED = Settle.RELEASED
 _REVOKED = Settle.REVOKED
 _STALE = Settle.STALE
@@ -205,7 +208,7 @@ class LeaseLedger:
         lease.outcome = None
         self._live[lease_id] = ref
         if self._log is not None:
-            self._log_lease(EventKind.ACQUIRE, lease, pinned)
+            self._log_lease(_ACQUIRE, lease, pinned)
         return lease
 
     def _not_a_component(self, component: object) -> LeaseArgumentError:
@@ -275,13 +278,13 @@ class LeaseLedger:
             del self._live[lease_id]
             lease.outcome = _RELEASED
             if self._log is not None:
-                self._log_lease(EventKind.RELEASE, lease, pins or ())
+                self._log_lease(_RELEASE, lease, pins or ())
             return _RELEASED
         if outcome is _REVOKED:
             lease.outcome = _STALE
             self.stale += 1
             if self._log is not None:
-                self._log_lease(EventKind.STALE, lease, ())
+                self._log_lease(_STALE_EVENT, lease, ())
             return _STALE
         raise DoubleReleaseError(
             f"{lease.describe()} was already settled ({outcome.value}); "
