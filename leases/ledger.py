@@ -8,7 +8,7 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from leases.borrow import Borrowed
 from leases.errors import (
@@ -30,18 +30,20 @@ from leases.state import Held, Settle
 
 C = TypeVar("C")
 
-_get_ident = threading.get_ident
-_new_lease = Lease.__new__
-_weakref = weakref.ref
-_link = PinSet.link
-_unlink = PinSet.unlink
-_NO_PINS: tuple[()] = ()
-_ACQUIRE = EventKind.ACQUIRE
-_RELEASE = EventKind.RELEASE
-_STALE_EVENT = EventKind.STALE
-_RELEASED = Settle.RELEASED
-_REVOKED = Settle.REVOKED
-_STALE = Settle.STALE
+_get_ident: Final = threading.get_ident
+_new_lease: Final = Lease.__new__
+_weakref: Final = weakref.ref
+_link: Final = PinSet.link
+_unlink: Final = PinSet.unlink
+_LEASE: Final = Lease
+_NO_PINS: Final[tuple[()]] = ()
+_ACQUIRE: Final = EventKind.ACQUIRE
+_RELEASE: Final = EventKind.RELEASE
+_STALE_EVENT: Final = EventKind.STALE
+_RELEASED: Final = Settle.RELEASED
+_REVOKED: Final = Settle.REVOKED
+_STALE: Final = Settle.STALE
+"""Module constants are `Final`: mypyc keeps them in C statics instead of looking them up per use."""
 
 _leak_listeners: list[Callable[[LeaseInfo], None]] = []
 
@@ -254,7 +256,7 @@ class LeaseLedger:
         Returns `Settle.RELEASED`, or `Settle.STALE` when the lease had been
         revoked by an epoch advance (see `Lease.release`, which calls this).
         """
-        if type(lease) is not Lease:
+        if type(lease) is not _LEASE:
             raise self._not_a_lease("settle", lease)
         if lease.ledger is not self:
             raise ForeignLeaseError(
@@ -345,7 +347,7 @@ class LeaseLedger:
     def _check_usable(self, lease: Borrowed[Lease[Any, Held]], what: str) -> None:
         if _get_ident() != self._thread_id:
             raise self._wrong_thread(what)
-        if type(lease) is not Lease:
+        if type(lease) is not _LEASE:
             raise self._not_a_lease(what, lease)
         if lease.ledger is not self:
             raise ForeignLeaseError(
