@@ -131,4 +131,4 @@ class Lease(Generic[C, S]):
         except AttributeError:  # never issued: `Lease()` raised in __init__
             return
         if (outcome is None or outcome is _REVOKED) and not sys.is_finalizing():
-            self.ledger._on_leak(self)
+            self.ledger.report_leak(self)

@@ -455,8 +455,11 @@ class LeaseLedger:
             )
         return new
 
-    def _on_leak(self, lease: Lease[Any, Any]) -> None:
-        """Called from `Lease.__del__`, on whichever thread dropped the last reference."""
+    def report_leak(self, lease: Lease[Any, Any]) -> None:
+        """Queue the leak of `lease`, dying held or revoked: `Lease.__del__` calls this, on any thread.
+
+        Warns at once; the owner thread accounts the leak on its next ledger call.
+        """
         info = lease.info()
         self._pending_leaks.append(
             _PendingLeak(info, lease.id, lease.pinned, lease.outcome is _REVOKED)
