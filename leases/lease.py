@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 from leases.errors import DoubleReleaseError, LeaseInfo, StaleLeaseError
-from leases.linear import _self_checked, consumes
+from leases.linear import self_checked, consumes
 from leases.state import Held, Released, S, Settle
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Lease(Generic[C, S]):
         )
 
     @consumes
-    @_self_checked
+    @self_checked
     def release(self: Lease[C, Held]) -> Lease[C, Released]:
         """Give the lease back; it leaves every pin set. Returns it typed `Released`.
 
