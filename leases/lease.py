@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Generic, TypeVar, final
 
 from leases.errors import DoubleReleaseError, LeaseInfo, StaleLeaseError
-from leases.linear import self_checked, consumes
+from leases.linear import consumes, self_checked
 from leases.state import Held, Released, S, Settle
 
 if TYPE_CHECKING:
