@@ -335,8 +335,7 @@ def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
     if kind == "pinset":
         for x in cache.nodes():
             pins = cache.components.full.pins(x)
-            ids = pins.ids() if pins is not None else []
-            if pins is not None and ids and pins.forget(ids[0]):
+            if pins is not None and (ids := pins.ids()) and pins.forget(ids[0]):
                 return True
         return False
     if kind == "allocator":
