@@ -55,6 +55,19 @@ class ComponentMismatchError(LeaseError, TypeError):
     """A lease of one component was put into a pin set of another."""
 
 
+class LeaseArgumentError(LeaseError, TypeError):
+    """A lease-runtime call got an argument of the wrong kind; nothing was issued or changed.
+
+    A component that is not a marker class, an owner of None, `pins` that is
+    not an iterable of `PinSet`, or something other than a lease handed to
+    `settle`, `pin` or `unpin`.
+    """
+
+
+class DuplicatePinError(LeaseError, ValueError):
+    """One pin set was listed twice in a single `acquire`; nothing was issued."""
+
+
 class LeaseLeakError(LeaseError):
     """Strict mode: leases died while held; `leaks` lists each with its site."""
 

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import sys
-import threading
 from typing import TYPE_CHECKING, Generic, TypeVar, final
 
-from leases.errors import (
-    DoubleReleaseError,
-    LeaseInfo,
-    StaleLeaseError,
-    WrongThreadError,
-)
-from leases.linear import _self_checked, consumes
+from leases.errors import DoubleReleaseError, LeaseInfo, StaleLeaseError
+from leases.linear import consumes, self_checked
 from leases.state import Held, Released, S, Settle
 
 if TYPE_CHECKING:
@@ -21,8 +15,6 @@ if TYPE_CHECKING:
 
 C = TypeVar("C")
 
-_get_ident = threading.get_ident
-_RELEASED = Settle.RELEASED
 _REVOKED = Settle.REVOKED
 _STALE = Settle.STALE
 
@@ -37,6 +29,10 @@ class Lease(Generic[C, S]):
     Pin sets refer to leases weakly, so a lease whose last strong reference
     dies while held is a leak: it drops out of its pin sets and the ledger
     records it (see `LeaseLedger`).
+
+    Every field is written by the issuing ledger and only read elsewhere:
+    `pinned` is the tuple of pin sets the lease sits in while held (None when
+    none; read it through `pin_sets()`), `outcome` how it stopped being held.
     """
 
     __slots__ = (
@@ -47,7 +43,7 @@ class Lease(Generic[C, S]):
         "site",
         "ledger",
         "outcome",
-        "_pins",
+        "pinned",
         "__weakref__",
     )
 
@@ -58,7 +54,7 @@ class Lease(Generic[C, S]):
     site: str | None
     ledger: LeaseLedger
     outcome: Settle | None
-    _pins: tuple[PinSet[C], ...] | None
+    pinned: tuple[PinSet[C], ...] | None
 
     def __init__(self) -> None:
         raise TypeError("leases are issued by LeaseLedger.acquire(), not constructed")
@@ -71,12 +67,12 @@ class Lease(Generic[C, S]):
     @property
     def pin_count(self) -> int:
         """How many pin sets this lease currently sits in."""
-        pins = self._pins
+        pins = self.pinned
         return len(pins) if pins is not None else 0
 
     def pin_sets(self) -> tuple[PinSet[C], ...]:
         """The pin sets this lease sits in now (empty once settled): its holders are what it covers."""
-        pins = self._pins
+        pins = self.pinned
         return pins if pins is not None else ()
 
     def info(self) -> LeaseInfo:
@@ -115,7 +111,7 @@ class Lease(Generic[C, S]):
         )
 
     @consumes
-    @_self_checked
+    @self_checked
     def release(self: Lease[C, Held]) -> Lease[C, Released]:
         """Give the lease back; it leaves every pin set. Returns it typed `Released`.
 
@@ -123,41 +119,10 @@ class Lease(Generic[C, S]):
         by its owner: that release succeeds, sets `outcome` to `Settle.STALE`
         and counts a stale settle; it never frees anything newer. Releasing
         twice raises `DoubleReleaseError`; releasing from a thread other than
-        the ledger's raises `WrongThreadError`.
+        the ledger's raises `WrongThreadError`. The ledger does the work
+        (`LeaseLedger.settle`).
         """
-        ledger = self.ledger
-        if _get_ident() != ledger._thread_id:
-            raise WrongThreadError(
-                f"{self.describe()} released on thread {_get_ident()}, but ledger "
-                f"{ledger.name!r} belongs to thread {ledger._thread_id}; deliver the "
-                f"release through a Mailbox drained on the owner thread",
-                lease=self.info(),
-            )
-        outcome = self.outcome
-        if outcome is None:
-            lease_id = self.id
-            pins = self._pins
-            if pins is not None:
-                for p in pins:
-                    refs = p._refs
-                    if refs is not None:
-                        refs.pop(lease_id, None)
-                self._pins = None
-            del ledger._live[lease_id]
-            self.outcome = _RELEASED
-            if ledger._log is not None:
-                ledger._log_lease(ledger.EVENT_RELEASE, self, pins or ())
-        elif outcome is _REVOKED:
-            self.outcome = _STALE
-            ledger.stale += 1
-            if ledger._log is not None:
-                ledger._log_lease(ledger.EVENT_STALE, self, ())
-        else:
-            raise DoubleReleaseError(
-                f"{self.describe()} was already settled ({outcome.value}); "
-                f"a lease is released exactly once",
-                lease=self.info(),
-            )
+        self.ledger.settle(self)
         return self  # type: ignore[return-value]  # the phantom state changes, the object does not
 
     def __del__(self) -> None:
@@ -166,4 +131,4 @@ class Lease(Generic[C, S]):
         except AttributeError:  # never issued: `Lease()` raised in __init__
             return
         if (outcome is None or outcome is _REVOKED) and not sys.is_finalizing():
-            self.ledger._on_leak(self)
+            self.ledger.report_leak(self)

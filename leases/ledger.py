@@ -8,12 +8,16 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from leases.borrow import Borrowed
 from leases.errors import (
     ComponentMismatchError,
+    DoubleReleaseError,
+    DuplicatePinError,
     ForeignLeaseError,
+    LeaseArgumentError,
+    LeaseError,
     LeaseInfo,
     LeaseLeakError,
     StaleLeaseError,
@@ -26,10 +30,20 @@ from leases.state import Held, Settle
 
 C = TypeVar("C")
 
-_get_ident = threading.get_ident
-_new_lease = Lease.__new__
-_weakref = weakref.ref
-_REVOKED = Settle.REVOKED
+_get_ident: Final = threading.get_ident
+_new_lease: Final = Lease.__new__
+_weakref: Final = weakref.ref
+_link: Final = PinSet.link
+_unlink: Final = PinSet.unlink
+_LEASE: Final = Lease
+_NO_PINS: Final[tuple[()]] = ()
+_ACQUIRE: Final = EventKind.ACQUIRE
+_RELEASE: Final = EventKind.RELEASE
+_STALE_EVENT: Final = EventKind.STALE
+_RELEASED: Final = Settle.RELEASED
+_REVOKED: Final = Settle.REVOKED
+_STALE: Final = Settle.STALE
+"""Module constants are `Final`: mypyc keeps them in C statics instead of looking them up per use."""
 
 _leak_listeners: list[Callable[[LeaseInfo], None]] = []
 
@@ -79,10 +93,6 @@ class LeaseLedger:
     `debug=True` records each lease's acquisition site; `history` bounds the
     event ring (0 turns it off: the cheapest setting).
     """
-
-    EVENT_ACQUIRE: ClassVar[EventKind] = EventKind.ACQUIRE
-    EVENT_RELEASE: ClassVar[EventKind] = EventKind.RELEASE
-    EVENT_STALE: ClassVar[EventKind] = EventKind.STALE
 
     def __init__(
         self, name: str, *, strict: bool = False, debug: bool = False, history: int = 1024
@@ -146,108 +156,199 @@ class LeaseLedger:
         `owner` is anything whose `str()` describes the holder of the lease
         (keep it cheap: a string). `stacklevel` picks the frame recorded as the
         acquisition site in debug mode (1 = the caller of `acquire`).
+
+        Misuse is refused before anything is issued or changed: a component
+        that is not a class, an owner of None or a bad `stacklevel` raise
+        `LeaseArgumentError`, and so does `pins` that is not an iterable of
+        `PinSet` (a single pin set included); a set of another component
+        raises `ComponentMismatchError`, one listed twice `DuplicatePinError`,
+        one holding a lease of another ledger `ForeignLeaseError`.
         """
         if _get_ident() != self._thread_id:
             raise self._wrong_thread("acquire")
-        if self._pending_leaks:
-            self._drain_leaks()
+        if owner is None:
+            raise LeaseArgumentError(
+                f"ledger {self.name!r}: acquire({_name(component)}, owner=None): every lease "
+                f"needs an owner that describes who holds it"
+            )
+        if pins is _NO_PINS:
+            pinned: tuple[PinSet[C], ...] = _NO_PINS
+        elif type(pins) is tuple:
+            pinned = pins
+        else:
+            pinned = self._pin_tuple(component, pins)
+        if self.debug:
+            if type(stacklevel) is not int or stacklevel < 1:
+                raise LeaseArgumentError(
+                    f"ledger {self.name!r}: acquire(stacklevel=...) takes an int >= 1, "
+                    f"got {stacklevel!r}"
+                )
+            site: str | None = _site(stacklevel)
+        else:
+            site = None
         lease: Lease[C, Held] = _new_lease(Lease)
         lease_id = self._next_id
+        ref = _weakref(lease)
+        if pinned:
+            bad = _link(pinned, component, lease_id, ref)
+            if bad is not None:
+                raise self._refusal(component, owner, pinned, bad)
+            lease.pinned = pinned
+        else:
+            if type(component) is not type and not isinstance(component, type):
+                raise self._not_a_component(component)
+            lease.pinned = None
+        if self._pending_leaks:
+            self._drain_leaks()
         self._next_id = lease_id + 1
         lease.id = lease_id
         lease.generation = self.epoch
         lease.component = component
         lease.owner = owner
-        lease.site = _site(stacklevel) if self.debug else None
+        lease.site = site
         lease.ledger = self
         lease.outcome = None
-        ref = self._live[lease_id] = _weakref(lease)
-        pinned: tuple[PinSet[C], ...] = ()
-        if pins:
-            pinned = pins if type(pins) is tuple else tuple(pins)
-            for p in pinned:
-                if p.component is not component:
-                    self._abandon(lease, pinned, p)
-                refs = p._refs
-                if refs is None:
-                    p._refs = refs = {}
-                refs[lease_id] = ref
-            lease._pins = pinned
-        else:
-            lease._pins = None
+        self._live[lease_id] = ref
         if self._log is not None:
-            self._log_lease(EventKind.ACQUIRE, lease, pinned)
+            self._log_lease(_ACQUIRE, lease, pinned)
         return lease
 
-    def _abandon(
-        self, lease: Borrowed[Lease[Any, Held]], pins: tuple[PinSet[Any], ...], bad: PinSet[Any]
-    ) -> None:
-        """Undo a half-done acquire whose pins included a set of another component.
+    def _not_a_component(self, component: object) -> LeaseArgumentError:
+        return LeaseArgumentError(
+            f"ledger {self.name!r}: acquire(component=...) takes a marker class, "
+            f"got {component!r} ({type(component).__name__})"
+        )
 
-        The lease never left `acquire`, so its id is handed out again.
-        """
-        for p in pins:
-            if p is bad:
-                break
-            if p._refs is not None:
-                p._refs.pop(lease.id, None)
-        del self._live[lease.id]
-        self._next_id -= 1
-        lease.outcome = Settle.RELEASED
-        raise ComponentMismatchError(
-            f"ledger {self.name!r}: a {lease.component.__name__} lease for owner "
-            f"{str(lease.owner)!r} cannot pin {bad!r}, a pin set of {bad.component.__name__}"
+    def _pin_tuple(self, component: object, pins: object) -> tuple[PinSet[Any], ...]:
+        """`acquire`'s `pins` as a tuple, refusing a lone pin set, a string or a non-iterable."""
+        if isinstance(pins, (PinSet, str, bytes)) or not isinstance(pins, Iterable):
+            hint = "; pass pins=[the_set]" if isinstance(pins, PinSet) else ""
+            raise LeaseArgumentError(
+                f"ledger {self.name!r}: acquire({_name(component)}, pins=...) takes an iterable "
+                f"of PinSet, got {pins!r} ({type(pins).__name__}){hint}"
+            )
+        return tuple(pins)
+
+    def _refusal(
+        self, component: object, owner: object, pins: tuple[object, ...], bad: object
+    ) -> LeaseError:
+        """The typed error for the member of `pins` that `PinSet.link` turned down."""
+        if not isinstance(component, type):
+            return self._not_a_component(component)
+        where = (f"ledger {self.name!r}: acquire({component.__name__}, owner={str(owner)!r}, "
+                 f"pins=...): pins[{_index(pins, bad)}]")
+        if not isinstance(bad, PinSet):
+            return LeaseArgumentError(f"{where} is {bad!r} ({type(bad).__name__}), not a PinSet")
+        if bad.component is not component:
+            return ComponentMismatchError(
+                f"{where} is {bad!r}, a pin set of {bad.component.__name__}, not {component.__name__}"
+            )
+        if sum(1 for p in pins if p is bad) > 1:
+            return DuplicatePinError(f"{where} is {bad!r}, which pins lists more than once")
+        return ForeignLeaseError(
+            f"{where} is {bad!r}, which already holds a lease #{self._next_id} of another "
+            f"ledger; a pin set serves one ledger"
         )
 
     def settle(self, lease: Lease[C, Held]) -> Settle:  # lease: ignore[lease-leak]
         """Release `lease` through this ledger, refusing one it did not issue.
 
         Returns `Settle.RELEASED`, or `Settle.STALE` when the lease had been
-        revoked by an epoch advance.
+        revoked by an epoch advance (see `Lease.release`, which calls this).
         """
+        if type(lease) is not _LEASE:
+            raise self._not_a_lease("settle", lease)
         if lease.ledger is not self:
             raise ForeignLeaseError(
                 f"{lease.describe()} was handed to ledger {self.name!r}, which did not issue it",
                 lease=lease.info(),
             )
-        done = lease.release()
-        outcome = done.outcome
-        assert outcome is not None
-        return outcome
+        if _get_ident() != self._thread_id:
+            raise WrongThreadError(
+                f"{lease.describe()} released on thread {_get_ident()}, but ledger "
+                f"{self.name!r} belongs to thread {self._thread_id}; deliver the "
+                f"release through a Mailbox drained on the owner thread",
+                lease=lease.info(),
+            )
+        outcome = lease.outcome
+        if outcome is None:
+            lease_id = lease.id
+            pins = lease.pinned
+            if pins is not None:
+                _unlink(pins, lease_id)
+                lease.pinned = None
+            del self._live[lease_id]
+            lease.outcome = _RELEASED
+            if self._log is not None:
+                self._log_lease(_RELEASE, lease, pins or ())
+            return _RELEASED
+        if outcome is _REVOKED:
+            lease.outcome = _STALE
+            self.stale += 1
+            if self._log is not None:
+                self._log_lease(_STALE_EVENT, lease, ())
+            return _STALE
+        raise DoubleReleaseError(
+            f"{lease.describe()} was already settled ({outcome.value}); "
+            f"a lease is released exactly once",
+            lease=lease.info(),
+        )
+
+    def _not_a_lease(self, what: str, given: object) -> LeaseArgumentError:
+        return LeaseArgumentError(
+            f"ledger {self.name!r}: {what}() takes a Lease, got {given!r} ({type(given).__name__})"
+        )
 
     def pin(self, lease: Borrowed[Lease[C, Held]], pins: PinSet[C]) -> None:
         """Add a held, current lease of this ledger to one more pin set (idempotent)."""
         self._check_usable(lease, "pin")
+        if not isinstance(pins, PinSet):
+            raise LeaseArgumentError(
+                f"ledger {self.name!r}: pin({lease.describe()}, pins=...) takes a PinSet, "
+                f"got {pins!r} ({type(pins).__name__})",
+                lease=lease.info(),
+            )
         if pins.component is not lease.component:
             raise ComponentMismatchError(
                 f"{lease.describe()} cannot pin {pins!r}, a pin set of "
                 f"{pins.component.__name__}",
                 lease=lease.info(),
             )
-        refs = pins._refs
-        if refs is None:
-            pins._refs = refs = {}
-        if lease.id in refs:
+        held = lease.pinned
+        if held is not None and any(p is pins for p in held):
             return
-        refs[lease.id] = self._live[lease.id]
-        lease._pins = (pins,) if lease._pins is None else lease._pins + (pins,)
+        if _link((pins,), lease.component, lease.id, self._live[lease.id]) is not None:
+            raise ForeignLeaseError(
+                f"{lease.describe()} cannot pin {pins!r}: it already holds a lease "
+                f"#{lease.id} of another ledger; a pin set serves one ledger",
+                lease=lease.info(),
+            )
+        lease.pinned = (pins,) if held is None else held + (pins,)
         if self._log is not None:
             self._log_lease(EventKind.PIN, lease, (pins,))
 
     def unpin(self, lease: Borrowed[Lease[C, Held]], pins: PinSet[C]) -> None:
         """Take a held lease out of one pin set without releasing it (no-op if absent)."""
         self._check_usable(lease, "unpin")
-        refs = pins._refs
-        if refs is None or refs.pop(lease.id, None) is None:
+        if not isinstance(pins, PinSet):
+            raise LeaseArgumentError(
+                f"ledger {self.name!r}: unpin({lease.describe()}, pins=...) takes a PinSet, "
+                f"got {pins!r} ({type(pins).__name__})",
+                lease=lease.info(),
+            )
+        held = lease.pinned
+        if held is None or not any(p is pins for p in held):
             return
-        if lease._pins is not None:
-            lease._pins = tuple(p for p in lease._pins if p is not pins) or None
+        _unlink((pins,), lease.id)
+        lease.pinned = tuple(p for p in held if p is not pins) or None
         if self._log is not None:
             self._log_lease(EventKind.UNPIN, lease, (pins,))
 
     def _check_usable(self, lease: Borrowed[Lease[Any, Held]], what: str) -> None:
         if _get_ident() != self._thread_id:
             raise self._wrong_thread(what)
+        if type(lease) is not _LEASE:
+            raise self._not_a_lease(what, lease)
         if lease.ledger is not self:
             raise ForeignLeaseError(
                 f"{lease.describe()} was handed to ledger {self.name!r} ({what}), "
@@ -273,13 +374,10 @@ class LeaseLedger:
             lease = ref()
             if lease is None:
                 continue
-            pins = lease._pins
+            pins = lease.pinned
             if pins is not None:
-                for p in pins:
-                    refs = p._refs
-                    if refs is not None:
-                        refs.pop(lease.id, None)
-                lease._pins = None
+                _unlink(pins, lease.id)
+                lease.pinned = None
             lease.outcome = _REVOKED
             self.revoked += 1
             if self._log is not None:
@@ -357,11 +455,14 @@ class LeaseLedger:
             )
         return new
 
-    def _on_leak(self, lease: Lease[Any, Any]) -> None:
-        """Called from `Lease.__del__`, on whichever thread dropped the last reference."""
+    def report_leak(self, lease: Lease[Any, Any]) -> None:
+        """Queue the leak of `lease`, dying held or revoked: `Lease.__del__` calls this, on any thread.
+
+        Warns at once; the owner thread accounts the leak on its next ledger call.
+        """
         info = lease.info()
         self._pending_leaks.append(
-            _PendingLeak(info, lease.id, lease._pins, lease.outcome is _REVOKED)
+            _PendingLeak(info, lease.id, lease.pinned, lease.outcome is _REVOKED)
         )
         warnings.warn(
             f"{info.describe()} leaked: its last reference died while it was held",
@@ -379,9 +480,7 @@ class LeaseLedger:
             if not leak.was_revoked:
                 self._live.pop(leak.lease_id, None)
             if leak.pins is not None:
-                for p in leak.pins:
-                    if p._refs is not None:
-                        p._refs.pop(leak.lease_id, None)
+                _unlink(leak.pins, leak.lease_id)
             self._leaked += 1
             self._leaked_revoked += leak.was_revoked
             self._leaks.append(leak.info)
@@ -483,6 +582,17 @@ class LeaseLedger:
             "live": self.live_count,
             "epoch": self.epoch,
         }
+
+
+def _name(component: object) -> str:
+    """A component's name for a message, even when what was given is not a class."""
+    return component.__name__ if isinstance(component, type) else repr(component)
+
+
+def _index(pins: tuple[object, ...], member: object) -> int:
+    """Where `member` (by identity; its second place when listed twice) sits in `pins`."""
+    places = [i for i, p in enumerate(pins) if p is member]
+    return places[1] if len(places) > 1 else places[0]
 
 
 def _holders(nodes: tuple[object, ...]) -> tuple[object, ...]:

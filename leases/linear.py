@@ -68,7 +68,7 @@ def is_linear(obj: object) -> bool:
     return bool(getattr(obj, "__lease_linear__", False))
 
 
-def _self_checked(fn: _T) -> _T:
+def self_checked(fn: _T) -> _T:
     """Mark a consuming method that enforces its own single use (`Lease.release`)."""
     setattr(fn, "__lease_self_checked__", True)
     return fn

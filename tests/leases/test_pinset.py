@@ -86,3 +86,28 @@ def test_a_lease_names_its_pin_sets_and_their_typed_holders(ledger: LeaseLedger)
     assert last.nodes == (7,)  # a holder with an integer id is recorded by its id
     done = lease.release()
     assert done.pin_sets() == () and not pb
+
+
+def test_has_answers_for_held_leases_only(ledger: LeaseLedger) -> None:
+    pins = PinSet(Full, holder="n1")
+    assert not pins.has(1)
+    lease = ledger.acquire(Full, owner="x", pins=[pins])
+    other = ledger.acquire(Full, owner="y")
+    assert pins.has(lease.id) and not pins.has(other.id)
+    lease_id = lease.id
+    lease.release()
+    assert not pins.has(lease_id)
+    again = ledger.acquire(Full, owner="z", pins=[pins])
+    ledger.advance_epoch()
+    assert not pins.has(again.id)
+    again.release()
+    other.release()
+
+
+def test_forget_drops_a_pin_behind_the_ledgers_back_and_release_still_works(ledger: LeaseLedger) -> None:
+    pins = PinSet(Full, holder="n1")
+    lease = ledger.acquire(Full, owner="x", pins=[pins])
+    assert pins.forget(lease.id) and not pins.forget(lease.id)
+    assert lease not in pins and lease.pin_sets() == (pins,), "the lease still lists the set: the injected fault"
+    done = lease.release()
+    assert done.pin_sets() == () and ledger.live_count == 0 and ledger.released == 1

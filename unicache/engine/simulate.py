@@ -339,8 +339,7 @@ def _inject(kind: str, rng: random.Random, sched: Scheduler) -> bool:
     if kind == "pinset":
         for x in cache.nodes():
             pins = cache.components.full.pins(x)
-            if pins is not None and pins._refs:
-                pins._refs.pop(next(iter(pins._refs)))
+            if pins is not None and (ids := pins.ids()) and pins.forget(ids[0]):
                 return True
         return False
     if kind == "allocator":

@@ -214,7 +214,7 @@ class LeaseTreeCore(LockLeaseCore):
         while node is not None and node is not self.root_node:
             assert isinstance(node, LeaseTreeNode)
             pins = node.pins(BASE_COMPONENT_TYPE)
-            if pins is not None and pins._refs is not None and full_lease_id in pins._refs:
+            if pins is not None and pins.has(full_lease_id):
                 out.append(node)
             node = node.parent
         return out
