@@ -68,8 +68,14 @@ class Replayed:
         done = [t for t in self.seen if t not in live]
         return max(done) if done else None
 
-    def close(self) -> None:
-        self.session.close()
+    def close(self) -> Exception | None:
+        """Close the session (unlock every receipt, reset, fail every held copy), as the REPL's `new`
+        does; what that raised, if anything (a clean state must close cleanly)."""
+        try:
+            self.session.close()
+        except Exception as exc:  # the search reports it as the state's violation
+            return exc
+        return None
 
 
 def replay(scope: Scope, lines: Sequence[str]) -> Replayed:

@@ -29,7 +29,7 @@ EXPECTED_REFUSALS = frozenset({"CapacityError"})
 (also after an injected allocation refusal)."""
 
 ViolationKind = Literal["crash", "sanity", "data"]
-StopReason = Literal["exhausted", "depth", "max_states", "time"]
+StopReason = Literal["exhausted", "depth", "max_states", "time", "interrupted", "violation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,18 +107,19 @@ def explore(
     seconds: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     on_level: Callable[[ExploreStats], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ExploreResult:
     """Breadth-first search of `scope` to `depth` actions (bounded by `max_states` distinct states and
-    `seconds` of wall time, when given); stops at the first violation."""
+    `seconds` of wall time, when given; `should_stop` is asked after every state); stops at the first
+    violation."""
     started = clock()
     stats = ExploreStats(levels=[1])
     root = replay(scope, ())
-    try:
-        found = check_state(root, "new", Outcome(None, {"ok": True}, True, None))
-        seen: set[Form] = {canonical_form(root)}
-    finally:
-        root.close()
+    found = check_state(root, "new", Outcome(None, {"ok": True}, True, None))
+    seen: set[Form] = {canonical_form(root)}
+    root.close()
     if found is not None:
+        stats.stopped = "violation"
         return ExploreResult(stats, Violation(found[0], found[1], ()))
     frontier: list[tuple[str, ...]] = [()]
     for level in range(depth):
@@ -130,25 +131,30 @@ def explore(
             for action in actions:
                 r = parent if parent is not None else replay(scope, path)
                 parent = None
-                try:
-                    out = r.run(action)
-                    stats.transitions += 1
-                    line = f"! {action}" if not out.ok else action
-                    found = check_state(r, action, out)
-                    if found is not None:
-                        stats.seconds = clock() - started
-                        stats.deepest = level + 1
-                        return ExploreResult(stats, Violation(found[0], found[1], (*path, action)))
-                    key = canonical_form(r)
-                finally:
-                    r.close()
+                out = r.run(action)
+                stats.transitions += 1
+                line = f"! {action}" if not out.ok else action
+                found = check_state(r, action, out)
+                key = canonical_form(r) if found is None else None
+                closing = r.close()
+                if found is None and closing is not None:
+                    found = ("crash", f"closing the session after {action!r} (what the REPL's 'new' does: "
+                                      f"unlock every receipt, reset, fail every held copy) raised "
+                                      f"{type(closing).__name__}: {closing}")
+                    line = f"{line}\n{scope.new_line()}"
+                if found is not None:
+                    stats.seconds = clock() - started
+                    stats.stopped = "violation"
+                    stats.deepest = level + 1
+                    return ExploreResult(stats, Violation(found[0], found[1], (*path, line)))
+                assert key is not None
                 if key in seen:
                     continue
                 seen.add(key)
                 stats.distinct += 1
                 stats.deepest = level + 1
                 following.append((*path, line))
-                stopped = _over_budget(stats, max_states, seconds, clock() - started)
+                stopped = _over_budget(stats, max_states, seconds, clock() - started, should_stop)
                 if stopped is not None:
                     stats.stopped = stopped
                     stats.frontier = len(following)
@@ -157,8 +163,9 @@ def explore(
                     return ExploreResult(stats, None)
             if parent is not None:
                 parent.close()
-            if seconds is not None and clock() - started >= seconds:
-                stats.stopped = "time"
+            stopped = _over_budget(stats, None, seconds, clock() - started, should_stop)
+            if stopped is not None:
+                stats.stopped = stopped
                 stats.frontier = len(following)
                 stats.levels.append(len(following))
                 stats.seconds = clock() - started
@@ -179,7 +186,9 @@ def explore(
 
 
 def _over_budget(stats: ExploreStats, max_states: int | None, seconds: float | None,
-                 elapsed: float) -> StopReason | None:
+                 elapsed: float, should_stop: Callable[[], bool] | None) -> StopReason | None:
+    if should_stop is not None and should_stop():
+        return "interrupted"
     if max_states is not None and stats.distinct >= max_states:
         return "max_states"
     if seconds is not None and elapsed >= seconds:
