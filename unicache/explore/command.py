@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from unicache.engine.interrupt import StopFlag
 from unicache.engine.outputs import OutputPathError, check_output_file, write_atomic
-from unicache.errors import ConfigError
-from unicache.explore.scope import COMPONENTS, WRITE_POLICIES, Scope
+from unicache.explore.scope import COMPONENTS, WRITE_POLICIES, Scope, ScopeError
 
 if TYPE_CHECKING:
     from unicache.explore.search import ExploreStats
@@ -125,7 +124,7 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
                   for p in _policies(args.write_policy)]
         for scope in scopes:
             check_output_file(_script_path(args, scope.write_policy), "--script-out")
-    except (ConfigError, OutputPathError) as exc:
+    except (ScopeError, OutputPathError) as exc:
         print(f"unicache explore: {exc}", file=sys.stderr)
         return EXIT_USAGE
     seconds = args.minutes * 60 if args.minutes is not None else None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unicache.errors import ConfigError
-
 WRITE_POLICIES = ("write_back", "write_through")
 COMPONENTS = ("full", "mamba")
+
+
+class ScopeError(ValueError):
+    """A `Scope` field is out of range or names something the exploration does not cover."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,17 +38,17 @@ class Scope:
     def __post_init__(self) -> None:
         unknown = [c for c in self.components if c not in COMPONENTS]
         if unknown or "full" not in self.components or len(set(self.components)) != len(self.components):
-            raise ConfigError(f"explore: components must be full or full,mamba, got {','.join(self.components)}")
+            raise ScopeError(f"components must be full or full,mamba, got {','.join(self.components)}")
         if self.write_policy not in WRITE_POLICIES:
-            raise ConfigError(f"explore: write policy must be one of {', '.join(WRITE_POLICIES)}, "
+            raise ScopeError(f"write policy must be one of {', '.join(WRITE_POLICIES)}, "
                               f"got {self.write_policy!r}")
         for name in ("device_tokens", "host_tokens", "mamba_slots", "max_in_flight"):
             if getattr(self, name) < 1:
-                raise ConfigError(f"explore: {name} must be >= 1, got {getattr(self, name)}")
+                raise ScopeError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_receipts < 0:
-            raise ConfigError(f"explore: max_receipts must be >= 0, got {self.max_receipts}")
+            raise ScopeError(f"max_receipts must be >= 0, got {self.max_receipts}")
         if not self.sequences or any(not s for s in self.sequences):
-            raise ConfigError("explore: every sequence needs at least one token")
+            raise ScopeError("every sequence needs at least one token")
 
     @property
     def mamba(self) -> bool:

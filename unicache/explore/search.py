@@ -95,7 +95,9 @@ def check_state(r: Replayed, action: str, out: Outcome) -> tuple[ViolationKind, 
     data = driver.data_check() if driver is not None else None
     bad = data.get("mismatches") if data is not None else None
     if isinstance(bad, list) and bad:
-        return "data", "; ".join(str(m) for m in bad[:8])
+        return "data", "; ".join(
+            f"node #{m.get('node')} {m.get('component')} {m.get('tier')}: {m.get('detail')}"
+            for m in bad[:8] if isinstance(m, dict))
     return None
 
 

@@ -117,12 +117,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         session.close()
         return 2
     try:
-        return _run(session, args, out, script, interactive)
+        status = _run(session, args, out, script, interactive)
     except BrokenPipeError:
         _silence_stdout()
-        return 1
-    finally:
+        status = 1
+    except BaseException:
         session.close()
+        raise
+    return max(status, _close(session))
+
+
+def _close(session: Session) -> int:
+    """Close the session; a cache too broken to close (a script that reproduces a corruption leaves one)
+    is reported in one line on stderr and exit status 1, not a traceback."""
+    try:
+        session.close()
+    except Exception as exc:
+        print(f"unicache repl: closing the cache failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _silence_stdout() -> None:
