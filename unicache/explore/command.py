@@ -5,9 +5,9 @@ subcommand from here); the search and the REPL load when the command runs.
 
 Prints, per write policy, the states explored (each reached by an action and
 checked), the distinct states, the depth fully explored and the states per
-second. A violation writes the shortest path to it as a REPL script
-(`--script-out`, default under `--crash-dir`), prints the command that
-reproduces it and exits 1; bad options exit 2 with one line on stderr.
+second. A violation stops the run: it writes the shortest path to it as a
+REPL script (`--script-out`, default under `--crash-dir`), prints the command
+that reproduces it and exits 1; bad options exit 2 with one line on stderr.
 """
 
 from __future__ import annotations
@@ -128,7 +128,6 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
         print(f"unicache explore: {exc}", file=sys.stderr)
         return EXIT_USAGE
     seconds = args.minutes * 60 if args.minutes is not None else None
-    status = EXIT_OK
     for scope in scopes:
         result = explore(
             scope, args.depth, max_states=args.max_states, seconds=seconds,
@@ -138,7 +137,7 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
         v = result.violation
         if v is None:
             if result.stats.stopped == "interrupted":
-                return status or EXIT_INTERRUPTED
+                return EXIT_INTERRUPTED
             continue
         path = _script_path(args, scope.write_policy)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,5 +146,5 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
               file=stdout)
         print(f"shortest path written to {path}; reproduce: unicache repl --script {path}", file=stdout,
               flush=True)
-        status = EXIT_VIOLATION
-    return status
+        return EXIT_VIOLATION
+    return EXIT_OK
