@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from unicache.cli import main
-from unicache.components.catalog import ComponentSet
+from leases.pinset import PinSet
 from unicache.explore.command import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 
 
@@ -46,7 +46,7 @@ def test_a_clean_run_prints_its_counts(tmp_path: Path, capsys: pytest.CaptureFix
 def test_a_violation_writes_the_script_and_exits_1(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(ComponentSet, "pinned", lambda self, node: False)
+    monkeypatch.setattr(PinSet, "__bool__", lambda self: False)
     out = tmp_path / "repro" / "found.repl"
     status = main(["explore", "--depth", "5", "--write-policy", "write_back", "--script-out", str(out)])
     assert status == EXIT_VIOLATION
