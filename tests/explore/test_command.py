@@ -54,6 +54,7 @@ def test_a_violation_writes_the_script_and_exits_1(
     assert "sanity violation at depth" in text
     assert f"reproduce: unicache repl --script {out}" in text
     script = out.read_text().splitlines()
+    assert "\n".join(script) in text, "the script is printed too"
     assert script[0].startswith("# unicache explore found a sanity violation")
     assert any(line.startswith("new --components full,mamba") for line in script)
     assert script[-1] == "assert clean"

@@ -5,7 +5,7 @@ subcommand from here); the search and the REPL load when the command runs.
 
 Prints, per write policy, the states explored (each reached by an action and
 checked), the distinct states, the depth fully explored and the states per
-second. A violation stops the run: it writes the shortest path to it as a
+second (each depth as it completes on stderr). A violation stops the run: it writes the shortest path to it as a
 REPL script (`--script-out`, default under `--crash-dir`), prints the command
 that reproduces it and exits 1; bad options exit 2 with one line on stderr.
 """
@@ -129,8 +129,11 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
         return EXIT_USAGE
     seconds = args.minutes * 60 if args.minutes is not None else None
     for scope in scopes:
+        policy = scope.write_policy
         result = explore(
             scope, args.depth, max_states=args.max_states, seconds=seconds,
+            on_level=lambda st: print(f"{policy}: depth {st.depth} done, {st.transitions} states explored, "
+                                      f"{st.distinct} distinct, {st.seconds:.1f} s", file=sys.stderr, flush=True),
             should_stop=(lambda: bool(stop)) if stop is not None else None,
         )
         print(format_stats(scope.write_policy, result.stats), file=stdout, flush=True)
@@ -141,9 +144,11 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
             continue
         path = _script_path(args, scope.write_policy)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, v.script(scope, result.stats).encode())
+        script = v.script(scope, result.stats)
+        write_atomic(path, script.encode())
         print(f"{scope.write_policy}: {v.kind} violation at depth {len(v.path)}: {v.detail.splitlines()[0]}",
               file=stdout)
+        print(script, end="", file=stdout)
         print(f"shortest path written to {path}; reproduce: unicache repl --script {path}", file=stdout,
               flush=True)
         return EXIT_VIOLATION
