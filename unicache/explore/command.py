@@ -116,6 +116,7 @@ def format_stats(policy: str, stats: ExploreStats) -> str:
 def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out: TextIO | None = None) -> int:
     """Run `unicache explore` with parsed `args`; the exit status (a stop signal ends it after the
     current state, printing what was explored)."""
+    from unicache.explore.replay import ReplayDivergedError
     from unicache.explore.search import explore
 
     stdout = out if out is not None else sys.stdout
@@ -130,12 +131,17 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
     seconds = args.minutes * 60 if args.minutes is not None else None
     for scope in scopes:
         policy = scope.write_policy
-        result = explore(
-            scope, args.depth, max_states=args.max_states, seconds=seconds,
-            on_level=lambda st: print(f"{policy}: depth {st.depth} done, {st.transitions} states explored, "
-                                      f"{st.distinct} distinct, {st.seconds:.1f} s", file=sys.stderr, flush=True),
-            should_stop=(lambda: bool(stop)) if stop is not None else None,
-        )
+        try:
+            result = explore(
+                scope, args.depth, max_states=args.max_states, seconds=seconds,
+                on_level=lambda st: print(f"{policy}: depth {st.depth} done, {st.transitions} states explored, "
+                                          f"{st.distinct} distinct, {st.seconds:.1f} s", file=sys.stderr,
+                                          flush=True),
+                should_stop=(lambda: bool(stop)) if stop is not None else None,
+            )
+        except ReplayDivergedError as exc:
+            print(f"unicache {exc} (the cache or the REPL is not deterministic)", file=sys.stderr)
+            return EXIT_VIOLATION
         print(format_stats(scope.write_policy, result.stats), file=stdout, flush=True)
         v = result.violation
         if v is None:

@@ -119,7 +119,9 @@ def explore(
     root = replay(scope, ())
     found = check_state(root, "new", Outcome(None, {"ok": True}, True, None))
     seen: set[Form] = {canonical_form(root)}
-    root.close()
+    closing = root.close()
+    if found is None and closing is not None:
+        found = ("crash", f"closing the empty cache's session raised {type(closing).__name__}: {closing}")
     if found is not None:
         stats.stopped = "violation"
         return ExploreResult(stats, Violation(found[0], found[1], ()))
@@ -158,20 +160,12 @@ def explore(
                 following.append((*path, line))
                 stopped = _over_budget(stats, max_states, seconds, clock() - started, should_stop)
                 if stopped is not None:
-                    stats.stopped = stopped
-                    stats.frontier = len(following)
-                    stats.levels.append(len(following))
-                    stats.seconds = clock() - started
-                    return ExploreResult(stats, None)
+                    return _stopped(stats, stopped, len(following), clock() - started)
             if parent is not None:
                 parent.close()
             stopped = _over_budget(stats, None, seconds, clock() - started, should_stop)
             if stopped is not None:
-                stats.stopped = stopped
-                stats.frontier = len(following)
-                stats.levels.append(len(following))
-                stats.seconds = clock() - started
-                return ExploreResult(stats, None)
+                return _stopped(stats, stopped, len(following), clock() - started)
         stats.depth = level + 1
         stats.levels.append(len(following))
         stats.frontier = len(following)
@@ -184,6 +178,15 @@ def explore(
         frontier = following
     stats.stopped = "depth"
     stats.seconds = clock() - started
+    return ExploreResult(stats, None)
+
+
+def _stopped(stats: ExploreStats, reason: StopReason, reached: int, elapsed: float) -> ExploreResult:
+    """The result of a search stopped by a bound with `reached` distinct states found at the next depth."""
+    stats.stopped = reason
+    stats.frontier = reached
+    stats.levels.append(reached)
+    stats.seconds = elapsed
     return ExploreResult(stats, None)
 
 
