@@ -299,6 +299,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--inject", default=None, help=argparse.SUPPRESS)
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    from unicache.explore.command import add_explore_parser
+
+    add_explore_parser(sub)
     sub.add_parser("repl", help="the lease debugging REPL (unicache repl --help)", add_help=False)
     return parser
 
@@ -336,6 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from unicache.engine.commands import replay_command
 
                 return replay_command(args, stop)
+            if args.command == "explore":
+                from unicache.explore.command import explore_command
+
+                return explore_command(args, stop)
             from unicache.engine.commands import simulate_command
             from unicache.repl.script_check import write_script
 

@@ -19,7 +19,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 WELL_FORMED = {
     "insert": "insert 1..4", "match": "match 1..4", "lock": "lock #2", "unlock": "unlock last",
     "backup": "backup #2", "evict": "evict device 1", "reclaim": "reclaim", "load-back": "load-back #2",
-    "abandon": "abandon T3", "time-out": "time-out T3", "reset": "reset", "ack": "ack T3", "withhold": "withhold T3", "step": "step",
+    "abandon": "abandon T3", "time-out": "time-out T3", "reset": "reset", "refuse-alloc": "refuse-alloc full device", "ack": "ack T3", "withhold": "withhold T3", "step": "step",
     "run": "run until idle", "tickets": "tickets", "tree": "tree", "pins": "pins #2", "leases": "leases",
     "lease": "lease L7", "history": "history T3", "events": "events", "stats": "stats", "check": "check",
     "dot": "dot -", "dump": "dump {again}", "assert": "assert shared #2", "help": "help", "quit": "quit",

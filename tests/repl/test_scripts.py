@@ -70,6 +70,7 @@ def test_error_forms_fail_with_their_types(repl: RunRepl, monkeypatch: pytest.Mo
         ("pins", "UnknownNameError"), ("dot", "UnknownNameError"), ("dump", "CommandSyntaxError"),
         ("dot", "OutputPathError"), ("dump", "OutputPathError"), ("dump", "OutputPathError"),
         ("withhold", "NeedsManualTransferError"),
+        ("refuse-alloc", "InvalidArgumentError"), ("refuse-alloc", "CommandSyntaxError"),
     ]
     refused = [e for e in run.of("insert") if not e["ok"] and e["error"]["type"] == "CapacityError"]
     assert [e["error"]["reason"]["kind"] for e in refused] == ["in-flight", "too-large"]

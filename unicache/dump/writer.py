@@ -8,6 +8,7 @@ recorded under `capture_errors` (with the exception) instead of aborting the dum
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import platform
@@ -268,15 +269,21 @@ def _sanity(cache: UniCache) -> JSONObject:
     }
 
 
-def _producer() -> JSONObject:
+@functools.cache
+def _installed_version() -> str:
+    """The installed unicache version, looked up once (reading package metadata costs milliseconds, and
+    the REPL captures the live cache once per command)."""
     try:
         from importlib.metadata import version
 
-        unicache_version = version("unicache")
+        return version("unicache")
     except Exception:
-        unicache_version = "unknown"
+        return "unknown"
+
+
+def _producer() -> JSONObject:
     return {
-        "unicache": unicache_version,
+        "unicache": _installed_version(),
         "python": platform.python_version(),
         "argv": list(sys.argv),
         "pid": os.getpid(),

@@ -173,17 +173,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 out.banner(session)
                 _first_steps(session, args, out)
-                return run_interactive(session, out, history)
-            return _run(session, args, out, script)
+                status = run_interactive(session, out, history)
+            else:
+                status = _run(session, args, out, script)
         except BrokenPipeError:
             _silence_stdout()
-            return 1
-        finally:
+            status = 1
+        except BaseException:
             session.close()
+            raise
+        return max(status, _close(session))
     except KeyboardInterrupt:
         print("unicache repl: interrupted by SIGINT before the session started (or while it closed)",
               file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+
+
+def _close(session: Session) -> int:
+    """Close the session; a cache too broken to close (a script that reproduces a corruption leaves one)
+    is reported in one line on stderr and exit status 1, not a traceback."""
+    try:
+        session.close()
+    except Exception as exc:
+        print(f"unicache repl: closing the cache failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _silence_stdout() -> None:

@@ -196,6 +196,12 @@ def _time_out(d: JSONObject) -> RenderableType:
                 f"{d['quarantined']} rows quarantined until its late ack")
 
 
+@_renders("refuse-alloc")
+def _refuse_alloc(d: JSONObject) -> RenderableType:
+    return Text(f"{d['component']} {d['tier']} pool: the next {d['refuse']} allocation(s) will be refused "
+                f"({d['injected_refusals']} refused so far)")
+
+
 @_renders("reset")
 def _reset(d: JSONObject) -> RenderableType:
     q = _list(d["quarantine"])
