@@ -78,6 +78,8 @@ class Session:
         self.seed: int | None = None
         self.reproduce: str | None = None
         self.quit = False
+        self.inputs: list[tuple[str, str]] = []
+        """(option, path) of the files this REPL run reads (--dump, --trace, --script): never written."""
         self._view: CrashDump | None = None
 
     @property
