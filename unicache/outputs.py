@@ -313,8 +313,10 @@ class OutputSet:
         self._entries: list[_Entry] = []
 
     def input(self, path: str | os.PathLike[str], option: str) -> None:
-        """A file the command reads: no output may be it."""
-        self._entries.append(_Entry(option, os.fspath(path), "input"))
+        """A file the command reads: no output may be it (a path with a NUL byte names no file: ignored,
+        its reader refuses it)."""
+        if "\0" not in os.fspath(path):
+            self._entries.append(_Entry(option, os.fspath(path), "input"))
 
     def file(self, path: str | os.PathLike[str], option: str, *, create_parents: bool = True) -> Path:
         """An output file (see :func:`check_file`); returns its absolute path."""

@@ -251,6 +251,15 @@ def test_an_output_that_is_an_input_is_refused(tmp_path: Path) -> None:
     assert trace.read_text() == "{}\n"
 
 
+def test_an_input_that_names_no_file_conflicts_with_nothing(tmp_path: Path) -> None:
+    paths = OutputSet()
+    paths.input("trace\0.jsonl", "--trace")
+    paths.input(tmp_path / "missing.jsonl", "--trace")
+    assert paths.file(tmp_path / "r.json", "--report") == tmp_path / "r.json"
+    with pytest.raises(OutputPathError, match="same file as the input --trace"):
+        paths.file(tmp_path / "missing.jsonl", "--plot")
+
+
 def test_a_file_output_where_a_directory_output_goes_is_refused(tmp_path: Path) -> None:
     paths = OutputSet()
     paths.directory(tmp_path / "out" / "crash", "--crash-dir")
