@@ -498,8 +498,10 @@ def test_evict_lists_backups_started_and_rows_under_copies(repl: RunRepl) -> Non
     assert third["freed"] == 8 and third["in_flight"] == [] and third["backups_started"] == []
 
 
-@pytest.mark.parametrize("target", ["missing/tree.dot", "missing/", "file.txt/x"])
-def test_dot_and_dump_create_no_directories(repl: RunRepl, tmp_path: Path, target: str) -> None:
+@pytest.mark.parametrize(("target", "message"), [("missing/tree.dot", "does not exist"),
+                                               ("missing/", "does not exist"),
+                                               ("file.txt/x", "file.txt is not a directory")])
+def test_dot_and_dump_create_no_directories(repl: RunRepl, tmp_path: Path, target: str, message: str) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "file.txt").write_text("x")
@@ -507,7 +509,7 @@ def test_dot_and_dump_create_no_directories(repl: RunRepl, tmp_path: Path, targe
         run = repl(FULL_MAMBA + f"insert 1..8\n!{command} {out}/{target}\n")
         (err,) = run.of(command)
         assert err["ok"] is False and err["error"]["type"] == "OutputPathError", err
-        assert "does not exist" in err["error"]["message"], err
+        assert message in err["error"]["message"], err
     assert sorted(p.name for p in out.iterdir()) == ["file.txt"]
 
 
@@ -542,3 +544,33 @@ def test_ack_of_a_joiner_names_the_copy_to_ack(repl: RunRepl) -> None:
     assert before["settled"] == [] and [t["id"] for t in before["tickets"] if t["held_by_session"]] == [2, 3]
     settled = {r["ticket"]: r["status"] for r in run.last("tickets")["settled"]}
     assert settled == {2: "done", 3: "done"}
+
+
+
+def test_dot_and_dump_never_destroy_what_is_there(repl: RunRepl, tmp_path: Path) -> None:
+    """Devices, FIFOs, directories and symbolic links are refused (a FIFO is never opened), and so is the
+    script being run; a regular file is replaced atomically."""
+    import os
+    import stat
+
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "fifo")
+    (out / "real.dot").write_text("keep")
+    (out / "link.dot").symlink_to(out / "real.dot")
+    cases = [("/dev/null", "is a character device"), (f"{out}/fifo", "is a FIFO"),
+             (f"{out}", "is a directory"), (f"{out}/link.dot", "is a symbolic link"),
+             ("/proc/tree.dot", "special filesystem"), (f"{tmp_path}/script1.repl", "same file as the input --script")]
+    script = FULL_MAMBA + "insert 1..8\n" + "".join(f"!dot {target}\n" for target, _ in cases)
+    script += "".join(f"!dump {target}\n" for target, _ in cases if target != str(out))
+    script += f"dot {out}/real.dot\n"
+    run = repl(script)
+    assert run.status == 0, run.failures()
+    dots, dumps = run.of("dot"), run.of("dump")
+    for (target, message), err in zip([*cases, *[c for c in cases if c[0] != str(out)]], [*dots[:-1], *dumps]):
+        assert err["ok"] is False and err["error"]["type"] == "OutputPathError", err
+        assert err["error"]["message"].startswith(f"{err['cmd']} {target}: ") and message in err["error"]["message"]
+    assert dots[-1]["ok"] and (out / "real.dot").read_text().startswith("digraph")
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode) and stat.S_ISFIFO(os.lstat(out / "fifo").st_mode)
+    assert (out / "link.dot").is_symlink() and (tmp_path / "script1.repl").read_text().startswith("new ")
+    assert sorted(p.name for p in out.iterdir()) == ["fifo", "link.dot", "real.dot"]

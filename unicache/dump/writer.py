@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from unicache.dump.schema import FORMAT, VERSION, JSON, JSONObject
+from unicache.outputs import OutputPathError, OutputWriteError, write_atomic
 
 if TYPE_CHECKING:
     from leases import Borrowed, Held, Lease
@@ -364,30 +364,33 @@ def default_name(seed: int | None, step: int | None) -> str:
     return "-".join(parts) + ".json"
 
 
-def write_document(doc: JSONObject, path: str | os.PathLike[str]) -> Path:
-    """Write `doc` atomically (temp file + rename).
+def _unused(directory: Path, name: str) -> Path:
+    """``directory / name``, or with ``-2``, ``-3``, ... before the suffix, whichever is not taken yet."""
+    stem, suffix = os.path.splitext(name)
+    candidate, n = directory / name, 1
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = directory / f"{stem}-{n}{suffix}"
+    return candidate
+
+
+def write_document(doc: JSONObject, path: str | os.PathLike[str], *, option: str = "crash dump") -> Path:
+    """Write `doc` with :func:`unicache.outputs.write_atomic` (which names `option` in its errors).
 
     A directory (existing, or a path ending in a separator) gets a generated
-    file name `unicache-crash-<time>[-seed<S>][-step<N>].json` inside it.
+    file name `unicache-crash-<time>[-seed<S>][-step<N>].json` inside it
+    (`-2`, `-3`, ... before `.json` when that name is taken: an earlier dump is never replaced).
+    Raises `unicache.outputs.OutputPathError` for a target that is not a regular
+    file or a missing path, `OutputWriteError` when writing fails.
     """
     target = Path(path)
     if target.is_dir() or str(path).endswith(("/", os.sep)):
-        target.mkdir(parents=True, exist_ok=True)
         seed = doc.get("seed")
         step = doc.get("step")
-        target = target / default_name(seed if isinstance(seed, int) else None, step if isinstance(step, int) else None)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(doc, indent=1, allow_nan=False)
-    fd, tmp = tempfile.mkstemp(prefix=".unicache-dump-", suffix=".json", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target.resolve()
+        name = default_name(seed if isinstance(seed, int) else None, step if isinstance(step, int) else None)
+        target = _unused(target, name)
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    return write_atomic(target, text.encode("utf-8"), option).resolve()
 
 
 def write_crash_dump(
@@ -399,15 +402,17 @@ def write_crash_dump(
     step: int | None = None,
     extra: Mapping[str, object] | None = None,
     announce: bool = True,
+    option: str = "crash dump",
 ) -> Path:
     """Capture `cache` and write one JSON crash dump to `path` (a file, or a directory to put it in).
 
     Returns the absolute path written. With `announce`, prints
     `unicache: crash dump written to PATH` on stderr (the path is what a user
-    passes to `unicache repl --dump`).
+    passes to `unicache repl --dump`). `option` names the path in a refusal or
+    write error (see `write_document`).
     """
     doc = capture(cache, error=error, seed=seed, step=step, extra=extra)
-    written = write_document(doc, path)
+    written = write_document(doc, path, option=option)
     if announce:
         why = f" ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})" if error else ""
         print(f"unicache: crash dump written to {written}{why}", file=sys.stderr)
@@ -426,15 +431,20 @@ def dump_on_error(
 ) -> Iterator[None]:
     """Write a crash dump when an exception of `catch` escapes the block, then re-raise it.
 
-    The dump's path is added to the exception as a note (`add_note`).
+    The dump's path is added to the exception as a note (`add_note`); a dump that
+    could not be written is noted instead, and the original exception still propagates.
     """
     try:
         yield
     except catch as exc:
-        written = write_crash_dump(
-            cache, directory, error=exc, seed=seed,
-            step=step() if step is not None else None,
-            extra=extra() if extra is not None else None,
-        )
-        exc.add_note(f"crash dump: {written}")
+        try:
+            written = write_crash_dump(
+                cache, directory, error=exc, seed=seed,
+                step=step() if step is not None else None,
+                extra=extra() if extra is not None else None,
+            )
+        except (OutputPathError, OutputWriteError) as failed:
+            exc.add_note(f"crash dump not written: {failed}")
+        else:
+            exc.add_note(f"crash dump: {written}")
         raise

@@ -15,7 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from unicache.engine.capacity import CapacityError
 from unicache.engine.interrupt import EXIT_INTERRUPTED, StopFlag
 from unicache.engine.progress_log import ProgressLog
-from unicache.engine.outputs import OutputPathError, check_output_dir, check_output_file, write_atomic
 from unicache.engine.replay import (
     DEFAULT_FAULTS,
     DEFAULT_MAMBA_SLOTS,
@@ -34,7 +33,8 @@ from unicache.engine.scheduler import Scheduler
 from unicache.engine.timeline import Timeline
 from unicache.engine.transfers import resolve_transfer
 from unicache.errors import ConfigError
-from unicache.traces.loader import MOONCAKE, trace_format
+from unicache.outputs import OutputPathError, OutputSet, OutputWriteError, write_atomic
+from unicache.traces.loader import BUNDLED, MOONCAKE, MULTITURN_PREFIX, trace_format
 from unicache.traces.request import TraceFormatError
 from unicache.transfer.cuda import CudaUnavailableError
 from unicache.transfer.simulated import FaultSpecError
@@ -156,13 +156,31 @@ def _usage(err: Console, command: str, exc: BaseException) -> int:
 
 
 def check_replay_outputs(args: argparse.Namespace) -> None:
-    """Refuse unwritable --report, --plot, --crash-dir before the run (OutputPathError)."""
+    """Refuse --report, --plot, --crash-dir before the run (OutputPathError; see :mod:`unicache.outputs`).
+
+    Each must be writable, and no two of them, nor one and a ``--trace`` file, the same file.
+    """
+    paths = OutputSet()
+    if args.trace != BUNDLED and not args.trace.startswith(MULTITURN_PREFIX):
+        paths.input(args.trace, "--trace")
     if args.report is not None:
-        check_output_file(args.report, "--report")
+        paths.file(args.report, "--report")
     if args.plot is not None:
-        check_output_file(args.plot, "--plot")
+        paths.file(args.plot, "--plot")
         check_plot_format(args.plot)
-    check_output_dir(args.crash_dir, "--crash-dir")
+    paths.directory(args.crash_dir, "--crash-dir")
+
+
+def check_simulate_outputs(args: argparse.Namespace) -> None:
+    """Refuse --crash-dir and --report before the run, as :func:`check_replay_outputs` does."""
+    paths = OutputSet()
+    paths.directory(args.crash_dir, "--crash-dir")
+    if args.report is not None:
+        paths.file(args.report, "--report")
+
+
+def _not_written(err: Console, command: str, exc: OutputPathError | OutputWriteError) -> None:
+    err.print(f"[bold red]unicache {command}:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
 
 
 def check_plot_format(path: Path) -> None:
@@ -172,8 +190,8 @@ def check_plot_format(path: Path) -> None:
     kinds = Figure().canvas.get_supported_filetypes()
     suffix = path.suffix.lstrip(".").lower()
     if suffix not in kinds:
-        raise OutputPathError(f"--plot {path}: unknown image format {suffix or '(no suffix)'!r} "
-                              f"(choose from {', '.join(sorted(kinds))})")
+        raise OutputPathError("--plot", path, f"unknown image format {suffix or '(no suffix)'!r} "
+                                              f"(choose from {', '.join(sorted(kinds))})")
 
 
 def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> int:
@@ -212,24 +230,39 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
                 report = run_replay(opts, trace=trace, progress=progress, timeline_out=timelines, stop=stop)
     except (ConfigError, CudaUnavailableError) as exc:
         return _usage(err, "replay", exc)
-    if args.report is not None:
-        write_report(report, args.report)
-    if args.plot is not None and timelines:
-        from unicache.engine.plot import plot_timeline
+    written: list[str] = []
+    failed = False
+    try:
+        if args.report is not None:
+            write_report(report, args.report)
+            written.append(f"report: {args.report}")
+    except (OutputPathError, OutputWriteError) as exc:
+        _not_written(err, "replay", exc)
+        failed = True
+    try:
+        if args.plot is not None and timelines:
+            from unicache.engine.plot import plot_timeline
 
-        plot_timeline(timelines[0], args.plot, title=f"{report['trace']} — {report['configuration']}")
+            plot_timeline(timelines[0], args.plot, title=f"{report['trace']} — {report['configuration']}")
+            written.append(f"plot: {args.plot}")
+    except (OutputPathError, OutputWriteError) as exc:
+        _not_written(err, "replay", exc)
+        failed = True
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         render_report(report, Console())
-        if args.report is not None:
-            print(f"report: {args.report}")
-        if args.plot is not None:
-            print(f"plot: {args.plot}")
+        for line in written:
+            print(line)
     if report.get("crash_dump"):
         print(f"unicache: crash dump written to {report['crash_dump']}", file=sys.stderr)
+    if report.get("crash_dump_error"):
+        print(f"unicache replay: crash dump not written: {report['crash_dump_error']}", file=sys.stderr)
     if report.get("interrupted"):
         print(f"unicache replay: interrupted by {report.get('interrupted_by')}", file=sys.stderr)
+    if failed:
+        return EXIT_FAILED
+    if report.get("interrupted"):
         return EXIT_INTERRUPTED
     return EXIT_OK if healthy(report) else EXIT_FAILED
 
@@ -277,9 +310,7 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
                                workload=args.workload, full_check_every=args.full_check_every,
                                ack_timeout=args.ack_timeout, transfer=args.transfer,
                                sync_write_back=None if args.write_back is None else args.write_back == "sync")
-        check_output_dir(args.crash_dir, "--crash-dir")
-        if args.report is not None:
-            check_output_file(args.report, "--report")
+        check_simulate_outputs(args)
     except (SimulationError, FaultSpecError, OutputPathError, ValueError) as exc:
         return _usage(err, "simulate", exc)
     jobs = min(args.jobs or default_jobs(), len(seeds))
@@ -295,7 +326,11 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
         out.width = max(out.width, 140)
     render_sweep(result, opts, out)
     if args.report is not None:
-        write_atomic(args.report, sweep_report_bytes(result))
+        try:
+            write_atomic(args.report, sweep_report_bytes(result), "--report")
+        except (OutputPathError, OutputWriteError) as exc:
+            _not_written(err, "simulate", exc)
+            return EXIT_FAILED
         print(f"report: {args.report}")
     if result.stopped_by is not None:
         return EXIT_INTERRUPTED

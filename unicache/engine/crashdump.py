@@ -9,6 +9,7 @@ the run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -59,7 +60,11 @@ def engine_extra(sched: Scheduler, *, reproduce: str | None = None,
 
 def write_engine_dump(sched: Scheduler, directory: Path, *, error: BaseException, seed: int | None,
                       reproduce: str | None = None, more: Mapping[str, object] | None = None) -> Path:
-    """Write one crash dump for ``sched``'s cache into ``directory``; returns its path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    return write_crash_dump(sched.cache, directory, error=error, seed=seed, step=sched.step_no,
-                            extra=engine_extra(sched, reproduce=reproduce, more=more), announce=False)
+    """Write one crash dump for ``sched``'s cache into ``directory`` (``--crash-dir``); returns its path.
+
+    Raises :class:`unicache.outputs.OutputPathError` / :class:`~unicache.outputs.OutputWriteError`
+    when it cannot be written.
+    """
+    return write_crash_dump(sched.cache, os.path.join(directory, ""), error=error, seed=seed, step=sched.step_no,
+                            extra=engine_extra(sched, reproduce=reproduce, more=more), announce=False,
+                            option="--crash-dir")

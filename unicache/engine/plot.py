@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from unicache.engine.timeline import Timeline
+from unicache.outputs import write_atomic
 
 
-def plot_timeline(timeline: Timeline, path: Path, *, title: str) -> Path:
-    """Draw three stacked panels against the engine step and write them to ``path``."""
+def plot_timeline(timeline: Timeline, path: Path, *, title: str, option: str = "--plot") -> Path:
+    """Draw three stacked panels against the engine step and write them to ``path``.
+
+    The image (in the format ``path``'s suffix names) is rendered in memory, then written with
+    :func:`unicache.outputs.write_atomic`: matplotlib never opens the target itself.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,7 +40,9 @@ def plot_timeline(timeline: Timeline, path: Path, *, title: str) -> Path:
     leases.set_xlabel("engine step")
     leases.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    image = io.BytesIO()
+    try:
+        fig.savefig(image, dpi=100, format=path.suffix.lstrip(".").lower())
+    finally:
+        plt.close(fig)
+    return write_atomic(path, image.getvalue(), option)

@@ -41,6 +41,7 @@ from unicache.engine.report import Report
 from unicache.engine.scheduler import Scheduler
 from unicache.engine.timeline import Timeline
 from unicache.engine.transfers import bind_transfer, make_transfer, resolve_transfer
+from unicache.outputs import OutputPathError, OutputWriteError
 from unicache.traces.loader import MOONCAKE, TraceSpec, load_trace, trace_format
 from unicache.traces.mooncake import MOONCAKE_BLOCK_TOKENS
 from unicache.traces.request import Trace
@@ -368,9 +369,13 @@ def run_replay(opts: ReplayOptions, *, trace: Trace | None = None,
         report["interrupted"] = True
         report["interrupted_by"] = stop.signal_name if stop is not None else None
     if error is not None:
-        path = write_engine_dump(sched, opts.crash_dir, error=error, seed=opts.seed,
-                                 reproduce=opts.command())
-        report["crash_dump"] = str(path)
+        try:
+            path = write_engine_dump(sched, opts.crash_dir, error=error, seed=opts.seed,
+                                     reproduce=opts.command())
+        except (OutputPathError, OutputWriteError) as failed:
+            report["crash_dump_error"] = str(failed)
+        else:
+            report["crash_dump"] = str(path)
         shut_down(sched)
     if timeline_out is not None and sched.timeline is not None:
         timeline_out.append(sched.timeline)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from unicache.engine.outputs import write_atomic
+from unicache.outputs import write_atomic
 
 TIMING_KEYS: frozenset[str] = frozenset({"requests_per_second", "wall_seconds", "timings"})
 """Report keys that vary between identical runs; everything else is a pure function of the inputs."""
@@ -39,9 +39,9 @@ def healthy(report: Report) -> bool:
     return report.get("corruptions") == 0 and report.get("errors") == 0 and report.get("leaked_leases") == 0
 
 
-def write_report(report: Report, path: Path) -> None:
-    """Write the report as JSON, atomically (temp file + fsync + rename)."""
-    write_atomic(path, (json.dumps(report, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+def write_report(report: Report, path: Path, option: str = "--report") -> None:
+    """Write the report as JSON, atomically (:func:`unicache.outputs.write_atomic`, which names ``option``)."""
+    write_atomic(path, (json.dumps(report, indent=2, sort_keys=False) + "\n").encode("utf-8"), option)
 
 
 def _fmt(value: object) -> str:
@@ -110,3 +110,6 @@ def render_report(report: Report, console: Console) -> None:
     dump = report.get("crash_dump")
     if dump:
         console.print(f"crash dump: {dump}  (open it with: unicache repl --dump {dump})")
+    not_written = report.get("crash_dump_error")
+    if not_written:
+        console.print(f"[bold red]crash dump not written:[/] {escape(str(not_written))}")

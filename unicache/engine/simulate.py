@@ -39,6 +39,7 @@ from unicache.engine.oplog import OpLog, OpLogObserver
 from unicache.engine.replay import finish_checks, reference_for, shut_down
 from unicache.engine.scheduler import Scheduler
 from unicache.engine.workloads import SIZING_REQUESTS, WORKLOADS, build_workload
+from unicache.outputs import OutputPathError, OutputWriteError
 from unicache.traces.request import Trace
 from unicache.transfer.base import Tier
 from unicache.transfer.base import TransferEngine
@@ -273,6 +274,7 @@ class SimResult:
     shrunk: Scenario | None = None
     oplog: OpLog | None = None
     sched: Scheduler | None = None
+    output_errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -453,8 +455,11 @@ def run_scenario(sc: Scenario, *, record: bool = False, on_step: Callable[[int],
     result = SimResult(sc, step, error, stats, oplog=log, sched=sched)
     if error is not None:
         if dump_dir is not None:
-            result.dump = write_engine_dump(sched, dump_dir, error=error, seed=sc.seed, reproduce=sc.command(),
-                                            more={"scenario": sc.describe()})
+            try:
+                result.dump = write_engine_dump(sched, dump_dir, error=error, seed=sc.seed,
+                                                reproduce=sc.command(), more={"scenario": sc.describe()})
+            except (OutputPathError, OutputWriteError) as failed:
+                result.output_errors.append(str(failed))
         shut_down(sched)
         engine.close()
     return result

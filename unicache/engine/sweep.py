@@ -31,6 +31,7 @@ from unicache.engine.interrupt import StopFlag
 from unicache.engine.progress_log import ProgressLog
 from unicache.engine.simulate import Scenario, ScriptWriter, SimulateOptions, run_scenario, scenario_for, shrink
 from unicache.engine.workloads import bundled_records
+from unicache.outputs import OutputPathError, OutputWriteError
 
 
 class SweepStopped(BaseException):
@@ -55,6 +56,7 @@ class SeedOutcome:
     dump: str | None = None
     script: str | None = None
     shrunk: Scenario | None = None
+    output_errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -76,7 +78,7 @@ class SeedOutcome:
                 "error_type": self.error_type, "error": self.error, "steps": self.steps,
                 "stats": self.stats, "seconds": round(self.seconds, 3),
                 "cpu_seconds": round(self.cpu_seconds, 3), "reproduce": self.scenario.command(),
-                "crash_dump": self.dump, "script": self.script,
+                "crash_dump": self.dump, "script": self.script, "output_errors": self.output_errors,
                 "shrunk": None if self.shrunk is None else self.shrunk.command()}
 
 
@@ -139,12 +141,15 @@ def run_seed(seed: int, opts: SimulateOptions, crash_dir: Path, shrink_failures:
     r = run_scenario(sc, dump_dir=crash_dir, on_step=check_stop if stop is not None else None)
     out = SeedOutcome(sc, r.steps, None if r.error is None else type(r.error).__name__,
                       None if r.error is None else str(r.error), r.stats, 0.0,
-                      dump=None if r.dump is None else str(r.dump))
+                      dump=None if r.dump is None else str(r.dump), output_errors=list(r.output_errors))
     if r.error is not None and shrink_failures:
         out.shrunk = shrink(r)
         minimal = run_scenario(out.shrunk, record=True)
         if minimal.oplog is not None and scripter is not None:
-            out.script = str(scripter(minimal, crash_dir / f"unicache-sim-seed{seed}.repl"))
+            try:
+                out.script = str(scripter(minimal, crash_dir / f"unicache-sim-seed{seed}.repl"))
+            except (OutputPathError, OutputWriteError) as failed:
+                out.output_errors.append(str(failed))
     out.seconds = time.perf_counter() - t0
     out.cpu_seconds = time.process_time() - c0
     return out
@@ -302,6 +307,8 @@ def render_sweep(result: SweepResult, opts: SimulateOptions, console: Console) -
                           highlight=False)
         if r.script is not None:
             console.print(f"  REPL script: {r.script}  (unicache repl --script {r.script})", highlight=False)
+        for failed in r.output_errors:
+            console.print(f"  [bold red]not written:[/] {escape(failed)}", highlight=False)
     summary = result.to_json()
     console.print(f"{summary['seeds_finished']} seed(s) in {summary['wall_seconds']} s on {result.jobs} "
                   f"process(es): {summary['executed_steps']} executed steps (mean {summary['mean_executed_steps']}, "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from unicache.engine.interrupt import StopFlag
-from unicache.engine.outputs import OutputPathError, check_output_file, write_atomic
+from unicache.outputs import OutputPathError, OutputSet, OutputWriteError, write_atomic
 from unicache.explore.scope import COMPONENTS, WRITE_POLICIES, Scope, ScopeError
 
 if TYPE_CHECKING:
@@ -123,8 +123,9 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
     try:
         scopes = [Scope(components=args.components, write_policy=p, faults=not args.no_faults)
                   for p in _policies(args.write_policy)]
+        outputs = OutputSet()
         for scope in scopes:
-            check_output_file(_script_path(args, scope.write_policy), "--script-out")
+            outputs.file(_script_path(args, scope.write_policy), "--script-out")
     except (ScopeError, OutputPathError) as exc:
         print(f"unicache explore: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -149,9 +150,13 @@ def explore_command(args: argparse.Namespace, stop: StopFlag | None = None, out:
                 return EXIT_INTERRUPTED
             continue
         path = _script_path(args, scope.write_policy)
-        path.parent.mkdir(parents=True, exist_ok=True)
         script = v.script(scope, result.stats)
-        write_atomic(path, script.encode())
+        try:
+            write_atomic(path, script.encode(), "--script-out")
+        except (OutputPathError, OutputWriteError) as exc:
+            print(script, end="", file=stdout)
+            print(f"unicache explore: {exc}", file=sys.stderr)
+            return EXIT_VIOLATION
         print(f"{scope.write_policy}: {v.kind} violation at depth {len(v.path)}: {v.detail.splitlines()[0]}",
               file=stdout)
         print(script, end="", file=stdout)

@@ -60,9 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _start(session: Session, args: Args) -> None:
     dump = args.opt_str("dump")
     trace = args.opt_str("trace")
+    script = args.opt_str("script")
     session.seed = args.opt_int("seed")
     if args.opt_str("history_file") == "":
         raise OptionRangeError("repl", "--history-file", "", "a file path (leave the option out for the default)")
+    session.inputs.extend((option, path) for option, path in (("--dump", dump), ("--script", script))
+                          if path is not None and path != "-")
+    if trace is not None and trace != "mooncake" and not trace.startswith("multiturn:"):
+        session.inputs.append(("--trace", trace))
     if dump is not None:
         session.open_dump(dump)
         return

@@ -197,7 +197,8 @@ class TraceUnavailableError(ReplError):
 
 
 class OutputPathError(ReplError):
-    """A `dot` or `dump` target that cannot be written: its directory does not exist, or it is one."""
+    """A `dot` or `dump` target refused or not written (:mod:`unicache.outputs`): its directory does not
+    exist, it is a directory, device, FIFO, socket or symbolic link, it is a file this run reads, ..."""
 
     def __init__(self, command: str, target: str, reason: str) -> None:
         super().__init__(f"{command} {target}: {reason}")

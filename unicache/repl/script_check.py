@@ -17,6 +17,7 @@ from pathlib import Path
 
 from unicache.engine.script import Line, new_command, translate
 from unicache.engine.simulate import SimResult
+from unicache.outputs import write_atomic
 from unicache.repl.executor import execute
 from unicache.repl.session import Session
 
@@ -103,7 +104,10 @@ def shorten(header: str, lines: list[Line], target: tuple[str, str], *, budget: 
 
 
 def write_script(result: SimResult, path: Path) -> Path:
-    """Translate, check and shorten ``result``'s recorded run; write the script to ``path``."""
+    """Translate, check and shorten ``result``'s recorded run; write the script to ``path`` (in ``--crash-dir``).
+
+    Written with :func:`unicache.outputs.write_atomic` (its errors name ``--crash-dir``).
+    """
     log = result.oplog
     assert log is not None
     header = new_command(log.config)
@@ -125,6 +129,4 @@ def write_script(result: SimResult, path: Path) -> Path:
         body = final.text
         notes.append(f"# replayed in the REPL: fails at '{replay.failure[0]}' with {replay.failure[1]} "
                      f"({len(body)} of {len(lines) + 1} lines kept)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([*notes, *body]) + "\n", encoding="utf-8")
-    return path
+    return write_atomic(path, ("\n".join([*notes, *body]) + "\n").encode("utf-8"), "--crash-dir")

@@ -86,6 +86,8 @@ class Session:
         self.quit = False
         self.stop = StopFlag()
         self.notify: Callable[[str], None] | None = None
+        self.inputs: list[tuple[str, str]] = []
+        """(option, path) of the files this REPL run reads (--dump, --trace, --script): never written."""
         self._view: CrashDump | None = None
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from unicache import outputs
 from unicache.dump.schema import JSONObject
 from unicache.repl.commands.base import Needs, command
 from unicache.repl.dot import to_dot
@@ -13,18 +14,30 @@ from unicache.repl.parser import Args, ReplArgumentParser
 from unicache.repl.session import Session
 
 
-def check_target(command: str, target: str, *, directory_ok: bool) -> None:
-    """Refuse a target whose directory does not exist (no directory is created silently)."""
-    path = Path(target)
+def check_target(s: Session, command: str, target: str, *, directory_ok: bool) -> None:
+    """Refuse a target :mod:`unicache.outputs` refuses, one whose directory does not exist (the REPL
+    creates none), and one that is a file this REPL run reads (``--dump``, ``--trace``, ``--script``)."""
+    paths = outputs.OutputSet()
+    for option, path in s.inputs:
+        paths.input(path, option)
     names_dir = target.endswith(("/", os.sep))
-    if path.is_dir() and not directory_ok:
-        raise OutputPathError(command, target, "is a directory")
-    if names_dir or path.is_dir():
-        if not directory_ok or not path.is_dir():
+    try:
+        if directory_ok and (names_dir or Path(target).is_dir()):
+            paths.directory(target, command, create=False)
+        elif names_dir:
             raise OutputPathError(command, target, "directory does not exist (create it first)")
-        return
-    if not path.parent.is_dir():
-        raise OutputPathError(command, target, f"directory {path.parent} does not exist (create it first)")
+        else:
+            paths.file(target, command, create_parents=False)
+    except outputs.OutputPathError as exc:
+        raise OutputPathError(command, target, exc.reason) from None
+
+
+def _write(command: str, target: str, data: bytes) -> Path:
+    """Write a checked target atomically; a failure is the command's OutputPathError, not a traceback."""
+    try:
+        return outputs.write_atomic(target, data, command)
+    except (outputs.OutputPathError, outputs.OutputWriteError) as exc:
+        raise OutputPathError(command, target, exc.reason) from None
 
 
 def _p_dot(p: ReplArgumentParser) -> None:
@@ -46,12 +59,8 @@ def cmd_dot(s: Session, a: Args) -> JSONObject:
     if target == "-":
         return {"file": None, "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root)),
                 "dot": text}
-    path = Path(target)
-    check_target("dot", target, directory_ok=False)
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise OutputPathError("dot", target, exc.strerror or str(exc)) from None
+    check_target(s, "dot", target, directory_ok=False)
+    path = _write("dot", target, text.encode("utf-8"))
     return {"file": str(path.resolve()), "nodes": sum(1 for _ in view.subtree(top if top is not None else view.root))}
 
 
@@ -66,14 +75,14 @@ def cmd_dump(s: Session, a: Args) -> JSONObject:
     from unicache.dump.writer import capture, write_document
 
     target = a.get_str("file")
-    check_target("dump", target, directory_ok=True)
+    check_target(s, "dump", target, directory_ok=True)
     cache = s.cache
     if cache is None or s.dump is not None:
         doc = s.view().to_json()
     else:
         doc = capture(cache, seed=s.seed, step=cache.ledger.step, extra={"source": s.source, "repl": True})
     try:
-        path = write_document(doc, target)
-    except OSError as exc:
-        raise OutputPathError("dump", target, exc.strerror or str(exc)) from None
+        path = write_document(doc, target, option="dump")
+    except (outputs.OutputPathError, outputs.OutputWriteError) as exc:
+        raise OutputPathError("dump", target, exc.reason) from None
     return {"file": str(path)}
