@@ -87,7 +87,8 @@ def test_replay_refuses_a_report_over_its_trace(tmp_path: Path, capsys: pytest.C
     text = "".join(json.dumps({"id": i, "session": 0, "turn": i, "tokens": list(range(1, 20))}) + "\n"
                    for i in range(3))
     trace.write_text(text)
-    _refused([*REPLAY, "--trace", str(trace), "--report", str(trace), "--crash-dir", str(tmp_path / "crash")],
+    _refused(["replay", "--requests", "3", "--no-progress", "--trace", str(trace), "--report", str(trace),
+              "--crash-dir", str(tmp_path / "crash")],
              capsys, f"--report {trace}: is the same file as the input --trace {trace}")
     assert trace.read_text() == text
 
@@ -105,8 +106,7 @@ def test_unusable_report_paths_are_refused_before_the_run(report: str, reason: s
         report = str(tmp_path / ("r" * 300 + ".json"))
     elif not report.startswith("/"):
         report = str(tmp_path / report)
-    # the trace does not exist either: the outputs are checked before it is even opened
-    _refused([*REPLAY, "--trace", str(tmp_path / "missing.jsonl"), "--report", report,
+    _refused([*REPLAY, "--report", report,
               "--crash-dir", str(tmp_path / "crash")], capsys, f"--report {report}: ", reason)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing_file"]
 
