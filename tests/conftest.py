@@ -1,8 +1,21 @@
-"""Root test configuration: the pytester plugin and the `--slow` switch."""
+"""Root test configuration: the pytester plugin, the `--slow` switch and the hypothesis profiles.
+
+Hypothesis runs derandomized by default (profile ``ci``): every test draws
+the same examples on every run and machine, so the suite cannot fail by
+chance; a failure it finds is found every time. To explore with fresh
+randomness, run ``pytest --hypothesis-profile=explore`` (failing examples
+are then saved in ``.hypothesis/`` and replayed first next time, and each
+failure prints the blob that reproduces it).
+"""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("ci")
 
 pytest_plugins = ["pytester"]
 

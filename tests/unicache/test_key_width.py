@@ -115,8 +115,10 @@ class Side:
             comp = cache.config.components[b % len(cache.config.components)]
             return cache.evict_host(comp, 1 + a % 8)
         elif action == "reset" and a % 4 == 0:
-            self.receipts = []
             cache.reset()
+            for r in self.receipts:  # a reset revokes the receipts' leases; their holder still releases them
+                cache.unlock(r)
+            self.receipts = []
         return None
 
     def close(self) -> None:

@@ -260,7 +260,7 @@ def _runner(
             stateful_step_count=STEPS,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            derandomize=scale == 1,
+            derandomize=settings().derandomize and scale == 1,  # the profile decides; --slow explores
         ),
     )
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from unicache.engine.interrupt import EXIT_INTERRUPTED, StopFlag
+from unicache.engine.progress_log import ProgressLog
 from unicache.engine.outputs import OutputPathError, check_output_dir, check_output_file, write_atomic
 from unicache.engine.replay import (
     DEFAULT_TOKENS_PER_BLOCK,
@@ -125,6 +126,13 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
     try:
         if args.no_progress:
             report = run_replay(opts, trace=trace, timeline_out=timelines, stop=stop)
+        elif not err.is_terminal:
+            log = ProgressLog("replay", "requests", len(trace), err.file)
+
+            def log_progress(sched: Scheduler) -> None:
+                log.update(sched.stats.finished, f"step {sched.step_no}")
+
+            report = run_replay(opts, trace=trace, progress=log_progress, timeline_out=timelines, stop=stop)
         else:
             with Progress(TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("requests · step {task.fields[step]} · loading {task.fields[loading]}"),

@@ -28,6 +28,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from unicache.engine.interrupt import StopFlag
+from unicache.engine.progress_log import ProgressLog
 from unicache.engine.simulate import Scenario, ScriptWriter, SimulateOptions, run_scenario, scenario_for, shrink
 from unicache.engine.workloads import bundled_records
 
@@ -184,12 +185,16 @@ def run_sweep(seeds: list[int], opts: SimulateOptions, *, crash_dir: Path, jobs:
     result = SweepResult(requested=len(seeds), jobs=jobs)
     deadline = None if minutes is None else time.monotonic() + 60.0 * minutes
     t0 = time.perf_counter()
-    with Progress(console=console or Console(stderr=True), disable=not progress, transient=True) as bar:
+    console = console or Console(stderr=True)
+    log = ProgressLog("simulate", "seeds", len(seeds), console.file) if progress and not console.is_terminal else None
+    with Progress(console=console, disable=not progress or log is not None, transient=True) as bar:
         task = bar.add_task("simulate", total=len(seeds))
         runner = _run_serial if jobs <= 1 else _run_parallel
         for outcome in runner(seeds, opts, crash_dir, shrink_failures, jobs, deadline, stop, result, scripter):
             result.outcomes.append(outcome)
             bar.update(task, advance=1)
+            if log is not None:
+                log.update(len(result.outcomes), f"seed {outcome.scenario.seed} {'passed' if outcome.ok else 'FAILED'}")
     result.wall_seconds = time.perf_counter() - t0
     result.outcomes.sort(key=lambda o: o.scenario.seed)
     if stop:
