@@ -49,11 +49,12 @@ def _release(holder: LockReceipt | TicketRecord) -> None:
     A pin set left empty is dropped from its node (it is created again on the
     next pin), so nodes pinned once do not keep an empty set for good.
     """
-    held = holder.leases
-    holder.leases = no_leases(len(held))
-    while held:
-        lease = held.pop(0)
-        if lease is not None:
+    leases = holder.leases
+    for i in range(len(leases)):
+        if leases[i] is not None:
+            lease = leases.pop(i)
+            leases.insert(i, None)
+            assert lease is not None
             sets = lease.pin_sets()
             lease.release()
             drop_empty(sets)
@@ -220,8 +221,8 @@ class LoadBack(TicketRecord):
 
     __slots__ = ("segments", "moved", "abandoned")
 
-    segments: list[list[Segment]]
-    """Per component: the device destination, as (token position, pages) segments."""
+    segments: list[list[Segment] | None]
+    """Per component: the device destination, as (token position, pages) segments (None: none)."""
     moved: list[int]
     """Per component: what the copy moves (tokens; a state: 1), for the result and counters."""
     abandoned: bool
@@ -233,7 +234,7 @@ class LoadBack(TicketRecord):
         self.node = anchor
         self.status = TicketStatus.IN_FLIGHT
         self.leases = no_leases(components)
-        self.segments = [[] for _ in range(components)]
+        self.segments = [None] * components
         self.job = None
         self.moved = [0] * components
         self.abandoned = False
@@ -369,8 +370,8 @@ class BackupTicket(TicketRecord):
 
     __slots__ = ("segments",)
 
-    segments: list[list[HostSegment]]
-    """Per component: the host destination, as (token position, pages) segments."""
+    segments: list[list[HostSegment] | None]
+    """Per component: the host destination, as (token position, pages) segments (None: none)."""
 
     def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: LeaseOwner, components: int) -> None:
         self.id = ticket_id
@@ -379,7 +380,7 @@ class BackupTicket(TicketRecord):
         self.node = bottom
         self.status = TicketStatus.IN_FLIGHT
         self.leases = no_leases(components)
-        self.segments = [[] for _ in range(components)]
+        self.segments = [None] * components
         self.job = None
         self.copy = None
         self.joiners = None

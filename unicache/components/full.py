@@ -76,6 +76,10 @@ class FullStore(PagedStore[Full]):
             if self.host_col[slot] is not None:
                 self.dups[upper.id] = upper
 
+    def lock_nodes(self, end: Node) -> Sequence[Node]:
+        """The end node (a lock ends at the deepest device-resident node, so it holds Full on device)."""
+        return (end,)
+
     def segments(self, nodes: Sequence[Node], dst: list[int]) -> list[tuple[int, list[int]]]:
         """One segment: a Full chain is contiguous."""
         return [(nodes[0].start, dst)] if nodes else []

@@ -90,6 +90,7 @@ class Inserter:
         base = comps.base
         base_pages = pages[base.index]
         assert base_pages is not None
+        base_dev = base.dev
         others: list[tuple[ComponentStore, list[int]]] = []
         for store in comps.aux:
             given = pages[store.index]
@@ -132,7 +133,7 @@ class Inserter:
             child.hits += 1
             path.append(child)
             if pos < start:
-                if not base.on_device(child):
+                if base_dev[child.slot] is None:
                     missing = True
                     break
             else:
@@ -200,10 +201,10 @@ class Inserter:
         count = (n - start) // ps
         comps = self._components
         taking: list[tuple[ComponentStore, list[int]]] = []
-        for store in comps.by_index:
-            given = pages[store.index]
+        for i, given in enumerate(pages):
             if given is None:
                 continue
+            store = comps.by_index[i]
             if store not in comps.configured:
                 raise InvalidArgumentError(
                     f"insert: {component_name(store.marker)}_slots given but {store.name} is not enabled"

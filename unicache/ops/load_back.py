@@ -117,9 +117,10 @@ class LoadBacks:
             if dst is None:
                 self._reasons.note(room.no_room_reason("load_back", store.index, len(src), (anchor.id,)))
                 for st, _ in moving:
-                    device = st.device
-                    for _, pages in segments[st.index]:
-                        device.free(pages)
+                    done = segments[st.index]
+                    if done is not None:
+                        for _, pages in done:
+                            st.device.free(pages)
                 ticket.status = TicketStatus.FAILED
                 ticket.close()
                 c.load_backs_refused += 1
@@ -190,10 +191,13 @@ class LoadBacks:
             if t is None or t.node is not anchor:
                 continue
             segments = t.segments
-            if all(
-                store.index < len(segments) and store.covers(segments[store.index], p.move)
-                for store, p in moving
-            ):
+            covered = True
+            for store, p in moving:
+                segs = segments[store.index] if store.index < len(segments) else None
+                if segs is None or not store.covers(segs, p.move):
+                    covered = False
+                    break
+            if covered:
                 return t
         return None
 

@@ -40,9 +40,8 @@ class Locks:
     def lock(self, node: Node) -> LockReceipt:
         """Lock the path ending at `node` (its device-resident part) for a running request.
 
-        Each configured store pins its share (`lock_nodes`: the base the end
-        node, SWA its window, Mamba the end's state if on device). A path
-        with nothing on device gives a 0-token receipt and notes a
+        Each configured store pins its share of the path (`lock_nodes`). A
+        path with nothing on device gives a 0-token receipt and notes a
         `HOST_ONLY` (or `ROOT`) reason.
         """
         comps = self._components
