@@ -35,12 +35,14 @@ HostSegment = tuple[int, "array[int]"]
 """(start token position, host pages) of a backup, compact like every host page list."""
 
 ComponentLeases = list["Lease[Any, Held] | None"]
-"""One lease (or None) per component, indexed by `ComponentIndex`."""
+"""One lease (or None) per component, indexed by `ComponentIndex`, as long as the cache's
+`ComponentSet.span` (a Full-only cache's holds one entry)."""
 
 
-def no_leases(n: int) -> ComponentLeases:
-    """A container for `n` components holding no lease yet."""
-    return [None] * n
+def _get(leases: ComponentLeases, i: int) -> Borrowed[Lease[Any, Held]] | None:
+    """Component `i`'s lease, or None (also past the container's end: the component is not
+    configured, or was registered after the holder was made)."""
+    return leases[i] if i < len(leases) else None
 
 
 def _release(holder: LockReceipt | TicketRecord) -> None:
@@ -109,15 +111,15 @@ class LockReceipt:
 
     @property
     def full(self) -> Borrowed[Lease[Full, Held]] | None:
-        return cast("Lease[Full, Held] | None", self.leases[FULL])
+        return cast("Lease[Full, Held] | None", _get(self.leases, FULL))
 
     @property
     def swa(self) -> Borrowed[Lease[SWA, Held]] | None:
-        return cast("Lease[SWA, Held] | None", self.leases[SWA_IDX])
+        return cast("Lease[SWA, Held] | None", _get(self.leases, SWA_IDX))
 
     @property
     def mamba(self) -> Borrowed[Lease[Mamba, Held]] | None:
-        return cast("Lease[Mamba, Held] | None", self.leases[MAMBA])
+        return cast("Lease[Mamba, Held] | None", _get(self.leases, MAMBA))
 
     def lease_ids(self) -> list[int]:
         return [x.id for x in self.leases if x is not None]
@@ -163,15 +165,15 @@ class TicketRecord:
 
     @property
     def full(self) -> Borrowed[Lease[Full, Held]] | None:
-        return cast("Lease[Full, Held] | None", self.leases[FULL])
+        return cast("Lease[Full, Held] | None", _get(self.leases, FULL))
 
     @property
     def swa(self) -> Borrowed[Lease[SWA, Held]] | None:
-        return cast("Lease[SWA, Held] | None", self.leases[SWA_IDX])
+        return cast("Lease[SWA, Held] | None", _get(self.leases, SWA_IDX))
 
     @property
     def mamba(self) -> Borrowed[Lease[Mamba, Held]] | None:
-        return cast("Lease[Mamba, Held] | None", self.leases[MAMBA])
+        return cast("Lease[Mamba, Held] | None", _get(self.leases, MAMBA))
 
     def lease_ids(self) -> dict[str, int]:
         """Lease id by component name, of every lease still held."""
@@ -233,7 +235,7 @@ class LoadBack(TicketRecord):
         self.owner = owner
         self.node = anchor
         self.status = TicketStatus.IN_FLIGHT
-        self.leases = no_leases(components)
+        self.leases = [None] * components
         self.segments = [None] * components
         self.job = None
         self.moved = [0] * components
@@ -258,11 +260,11 @@ class LoadBack(TicketRecord):
 
     @property
     def swa_tokens(self) -> int:
-        return self.moved[SWA_IDX]
+        return self.moved[SWA_IDX] if len(self.moved) > SWA_IDX else 0
 
     @property
     def mamba_moved(self) -> bool:
-        return self.moved[MAMBA] > 0
+        return len(self.moved) > MAMBA and self.moved[MAMBA] > 0
 
     def __repr__(self) -> str:
         return (
@@ -379,7 +381,7 @@ class BackupTicket(TicketRecord):
         self.owner = owner
         self.node = bottom
         self.status = TicketStatus.IN_FLIGHT
-        self.leases = no_leases(components)
+        self.leases = [None] * components
         self.segments = [None] * components
         self.job = None
         self.copy = None
@@ -391,7 +393,7 @@ class BackupTicket(TicketRecord):
         segs = self.segments[FULL]
         if segs:
             return segs[0][0]
-        return self.node.start if self.leases[FULL] is not None else self.node.end
+        return self.node.start if _get(self.leases, FULL) is not None else self.node.end
 
     def __repr__(self) -> str:
         return (

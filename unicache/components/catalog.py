@@ -39,13 +39,15 @@ class ComponentSet:
     """
 
     __slots__ = (
-        "by_index", "configured", "base", "aux", "full", "swa", "mamba", "has_swa", "has_mamba", "_index", "_pin_cols",
+        "by_index", "configured", "base", "aux", "span", "full", "swa", "mamba", "has_swa", "has_mamba", "_index", "_pin_cols",
     )
 
     by_index: tuple[ComponentStore, ...]
     configured: tuple[ComponentStore, ...]
     base: FullStore
     aux: tuple[ComponentStore, ...]
+    span: int
+    """One more than the highest configured index: the length of every per-component container."""
     full: FullStore
     swa: SWAStore
     mamba: MambaStore
@@ -70,6 +72,7 @@ class ComponentSet:
         self.by_index = tuple(stores)
         self.configured = tuple(st for st in stores if st.marker in config.components)
         self.aux = self.configured[1:]
+        self.span = self.configured[-1].index + 1
         full, swa, mamba = stores[FULL], stores[SWA_IDX], stores[MAMBA]
         assert isinstance(full, FullStore) and isinstance(swa, SWAStore)
         assert isinstance(mamba, MambaStore)
@@ -123,6 +126,7 @@ class ComponentSet:
         self.by_index += (store,)
         self.configured += (store,)
         self.aux += (store,)
+        self.span = store.index + 1
         self._index[store.marker] = store.index
         self._pin_cols += (store.pin_sets,)
         tree.register(store.marker, store)

@@ -45,11 +45,16 @@ class FullStore(PagedStore[Full]):
         super().split(upper, lower, pages)
 
     def drop_device(self, node: Node) -> int:
-        freed = super().drop_device(node)
+        """As `PagedStore.drop_device`, counting the node out of its parent's `dev_children`."""
+        slot = node.slot
+        pages = self.dev[slot]
+        assert pages is not None, node.id
+        self.device.free(pages)
+        self.dev[slot] = None
         parent = node.parent
         if parent is not None:
             parent.dev_children -= 1
-        return freed
+        return len(pages)
 
     def adopt_device(self, node: Node, slots: list[int]) -> bool:
         """As `PagedStore.adopt_device`, counting the node in its parent's `dev_children` and indexing

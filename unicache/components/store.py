@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from collections.abc import Iterator
 from typing import Any, ClassVar, TypeVar
 
-from leases import Held, Lease, LeaseLedger, PinSet
+from leases import PinSet
 from mypy_extensions import mypyc_attr
 
 from unicache.markers import ComponentIndex
@@ -252,15 +252,6 @@ class ComponentStore(abc.ABC):
 
     def file_split(self, upper: Node) -> None:
         """File the new `upper` fragment of a split in this component's heaps (after `split`)."""
-
-    def acquire(self, ledger: LeaseLedger, owner: object, nodes: Sequence[Node]) -> Lease[Any, Held]:
-        """A lease of this component for `owner` pinning every node of `nodes`; its debug site is the
-        caller (the operation that takes it)."""
-        if len(nodes) == 1:
-            pins: tuple[PinSet[Any, Node], ...] = (self.pin_set(nodes[0]),)
-        else:
-            pins = tuple([self.pin_set(x) for x in nodes])
-        return ledger.acquire(self.marker, owner=owner, pins=pins, stacklevel=2)
 
     def device_only(self, node: Node) -> bool:
         """Whether `node` holds this component's data on device with no host copy (lost if evicted)."""

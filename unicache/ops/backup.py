@@ -98,8 +98,8 @@ class BackupScheduler:
         ledger = self._ledger
         comps = self._components
         base = comps.base
-        t = BackupTicket(tid, ledger.epoch, node, owner, len(comps.by_index))
-        t.leases[base.index] = base.acquire(ledger, owner, (node,))
+        t = BackupTicket(tid, ledger.epoch, node, owner, comps.span)
+        t.leases[base.index] = ledger.acquire(base.marker, owner=owner, pins=(base.pin_set(node),))
         t.copy = copy
         c = self._counters
         c.backups += 1
@@ -173,9 +173,11 @@ class BackupScheduler:
         tid = self._tickets.issue()
         owner = LeaseOwner(OwnerKind.BACKUP, tid, bottom.id)
         ledger = self._ledger
-        t = BackupTicket(tid, ledger.epoch, bottom, owner, len(self._components.by_index))
+        t = BackupTicket(tid, ledger.epoch, bottom, owner, self._components.span)
         for store, nodes, segs in parts:
-            t.leases[store.index] = store.acquire(ledger, owner, nodes)
+            t.leases[store.index] = ledger.acquire(
+                store.marker, owner=owner, pins=tuple([store.pin_set(x) for x in nodes])
+            )
             t.segments[store.index] = segs
         job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))
         t.job = job
@@ -256,9 +258,11 @@ class BackupScheduler:
         release every lease; its final status."""
         c = self._counters
         bottom = t.node
-        for store, segs in zip(self._components.by_index, t.segments):
-            if not segs:
+        by_index = self._components.by_index
+        for i, segs in enumerate(t.segments):
+            if segs is None:
                 continue
+            store = by_index[i]
             if ok:
                 dups = store.publish_host(bottom, segs)
                 if dups:

@@ -102,9 +102,11 @@ class LoadBacks:
         tid = self._tickets.issue()
         owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
         ledger = self._ledger
-        ticket = LoadBack(tid, ledger.epoch, anchor, owner, len(comps.by_index))
+        ticket = LoadBack(tid, ledger.epoch, anchor, owner, comps.span)
         for store, p in moving:
-            ticket.leases[store.index] = store.acquire(ledger, owner, p.scope)
+            ticket.leases[store.index] = ledger.acquire(
+                store.marker, owner=owner, pins=tuple([store.pin_set(x) for x in p.scope])
+            )
         if copy is not None:
             return self._join(ticket, copy)
         copies: list[CopyOp] = []
@@ -147,9 +149,11 @@ class LoadBacks:
         c = self._counters
         anchor = t.node
         clock = self._tree.clock
-        for store, segs in zip(self._components.by_index, t.segments):
-            if not segs:
+        by_index = self._components.by_index
+        for i, segs in enumerate(t.segments):
+            if segs is None:
                 continue
+            store = by_index[i]
             if ok:
                 dups = store.publish_device(anchor, segs, clock)
                 if dups:

@@ -10,7 +10,7 @@ from unicache.components.catalog import ComponentSet
 from unicache.counters import CacheCounters
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.reasons import Reason, ReasonKind, ReasonLog
-from unicache.tickets import LockReceipt, no_leases
+from unicache.tickets import ComponentLeases, LockReceipt
 from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree
 
@@ -51,7 +51,7 @@ class Locks:
         epoch = ledger.epoch
         self._counters.locks += 1
         owner = LeaseOwner(OwnerKind.LOCK, rid)
-        leases = no_leases(len(comps.by_index))
+        leases: ComponentLeases = [None] * comps.span
         if end.parent is None:
             kind = ReasonKind.ROOT if node.parent is None else ReasonKind.HOST_ONLY
             self._reasons.note(Reason("lock", kind, nodes=(node.id,)))
@@ -60,7 +60,9 @@ class Locks:
         for store in comps.configured:
             nodes = store.lock_nodes(end)
             if nodes:
-                leases[store.index] = store.acquire(ledger, owner, nodes)
+                leases[store.index] = ledger.acquire(
+                    store.marker, owner=owner, pins=tuple([store.pin_set(x) for x in nodes])
+                )
         return LockReceipt(rid, end, end.end, epoch, leases, owner, ledger, self._name)
 
     def unlock(self, receipt: LockReceipt) -> None:
