@@ -350,8 +350,11 @@ class LoadBackTicket:
         r = self._record
         if r.status is TicketStatus.IN_FLIGHT:
             raise TicketPendingError(r.id, r.generation)
+        moved = r.moved
+        n = len(moved)
         return LoadBackResult(
-            r.id, r.generation, r.node, r.status, r.full_tokens, r.swa_tokens, r.mamba_moved
+            r.id, r.generation, r.node, r.status, moved[FULL], moved[SWA_IDX] if n > SWA_IDX else 0,
+            n > MAMBA and moved[MAMBA] > 0,
         )
 
     @consumes

@@ -81,10 +81,6 @@ class FullStore(PagedStore[Full]):
             if self.host_col[slot] is not None:
                 self.dups[upper.id] = upper
 
-    def lock_nodes(self, end: Node) -> Sequence[Node]:
-        """The end node (a lock ends at the deepest device-resident node, so it holds Full on device)."""
-        return (end,)
-
     def segments(self, nodes: Sequence[Node], dst: list[int]) -> list[tuple[int, list[int]]]:
         """One segment: a Full chain is contiguous."""
         return [(nodes[0].start, dst)] if nodes else []
@@ -95,7 +91,7 @@ class FullStore(PagedStore[Full]):
     def load_back_plan(self, anchor: Node, chain: Sequence[Node]) -> LoadPlan:
         """The evicted chain above `anchor` moves; the lease also pins the device node above it."""
         move, top = self.evicted_chain(anchor)
-        return LoadPlan(move, move + [top] if move and top.parent is not None else move, ())
+        return move, move + [top] if move and top.parent is not None else move, ()
 
     def publish_device(self, bottom: Node, segments: Sequence[tuple[int, list[int]]], clock: int) -> int:
         """As `PagedStore.publish_device`, keeping `dev_children`, recency and the duplicate index."""

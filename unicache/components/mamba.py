@@ -88,10 +88,10 @@ class MambaStore(ComponentStore):
         """The anchor's state moves when it is on host only; missing when it is on neither tier."""
         slot = anchor.slot
         if self.dev[slot] >= 0:
-            return LoadPlan([], (), ())
+            return [], (), ()
         if self.host_col[slot] < 0:
-            return LoadPlan([], (), (anchor.id,))
-        return LoadPlan([anchor], (anchor,), ())
+            return [], (), (anchor.id,)
+        return [anchor], (anchor,), ()
 
     def _publish(
         self, col: array[int], lru: EvictionQueue, bottom: Node, segments: Sequence[tuple[int, Sequence[int]]]

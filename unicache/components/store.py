@@ -59,6 +59,10 @@ from unicache.tree.node import Node
 
 P = TypeVar("P", list[int], "array[int]")
 
+LoadPlan = tuple[list[Node], Sequence[Node], tuple[int, ...]]
+"""One store's share of a load-back: (the nodes that move, root first; the nodes its lease pins; the
+ids of nodes whose data is on neither tier, a refusal when non-empty)."""
+
 
 def segment_parts(bottom: Node, segments: Sequence[tuple[int, P]], page_size: int) -> Iterator[tuple[Node, P]]:
     """(node, its slice of a segment's pages) for each node on `bottom`'s path inside a segment.
@@ -287,7 +291,7 @@ class ComponentStore(abc.ABC):
         chain's nodes that hold a host copy and no device copy move.
         """
         move = [x for x in chain if self.on_host(x) and not self.on_device(x)]
-        return LoadPlan(move, move, ())
+        return move, move, ()
 
     def backup_nodes(self, chain: Sequence[Node]) -> list[Node]:
         """The nodes of a backed-up chain whose data of this component needs a host copy."""
@@ -296,14 +300,3 @@ class ComponentStore(abc.ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} device={self.device.name} host={self.host.name}>"
 
-
-class LoadPlan:
-    """One store's share of a load-back: the nodes that move, the nodes its lease pins, and the ids
-    of window nodes whose data is on neither tier (a refusal when non-empty)."""
-
-    __slots__ = ("move", "scope", "missing")
-
-    def __init__(self, move: list[Node], scope: Sequence[Node], missing: tuple[int, ...]) -> None:
-        self.move = move
-        self.scope = scope
-        self.missing = missing

@@ -73,10 +73,10 @@ class SWAStore(PagedStore[SWA]):
         host = self.host_col
         lost = tuple(x.id for x in win if dev[x.slot] is None and host[x.slot] is None)
         if lost:
-            return LoadPlan([], (), lost)
+            return [], (), lost
         move = [x for x in win if dev[x.slot] is None]
         move.reverse()
-        return LoadPlan(move, win, ())
+        return move, win, ()
 
     def window_present(self, end_node: Node, window: int) -> tuple[bool, bool]:
         """(every window node has SWA on device or host, every window node has SWA on device)."""

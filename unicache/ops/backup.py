@@ -176,7 +176,7 @@ class BackupScheduler:
         t = BackupTicket(tid, ledger.epoch, bottom, owner, self._components.span)
         for store, nodes, segs in parts:
             t.leases[store.index] = ledger.acquire(
-                store.marker, owner=owner, pins=tuple([store.pin_set(x) for x in nodes])
+                store.marker, owner=owner, pins=tuple(map(store.pin_set, nodes))
             )
             t.segments[store.index] = segs
         job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))

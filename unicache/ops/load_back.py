@@ -80,17 +80,18 @@ class LoadBacks:
         comps = self._components
         base = comps.base
         plan = base.load_back_plan(anchor, ())
-        chain = plan.move
+        chain = plan[0]
         moving: list[tuple[ComponentStore, LoadPlan]] = [(base, plan)] if chain else []
         for store in comps.aux:
             p = store.load_back_plan(anchor, chain)
-            if p.missing:
+            missing = p[2]
+            if missing:
                 c.load_backs_refused += 1
                 self._reasons.note(
-                    Reason("load_back", ReasonKind.MISSING_STATE, component_name(store.marker), p.missing)
+                    Reason("load_back", ReasonKind.MISSING_STATE, component_name(store.marker), missing)
                 )
                 return None
-            if p.move:
+            if p[0]:
                 moving.append((store, p))
         if not moving:
             c.load_backs_noop += 1
@@ -105,7 +106,7 @@ class LoadBacks:
         ticket = LoadBack(tid, ledger.epoch, anchor, owner, comps.span)
         for store, p in moving:
             ticket.leases[store.index] = ledger.acquire(
-                store.marker, owner=owner, pins=tuple([store.pin_set(x) for x in p.scope])
+                store.marker, owner=owner, pins=tuple(map(store.pin_set, p[1]))
             )
         if copy is not None:
             return self._join(ticket, copy)
@@ -114,7 +115,8 @@ class LoadBacks:
         segments = ticket.segments
         moved = ticket.moved
         for store, p in moving:
-            src = store.gather_host(p.move)
+            move = p[0]
+            src = store.gather_host(move)
             dst = room.alloc(store.index, len(src))
             if dst is None:
                 self._reasons.note(room.no_room_reason("load_back", store.index, len(src), (anchor.id,)))
@@ -128,7 +130,7 @@ class LoadBacks:
                 c.load_backs_refused += 1
                 return None
             copies.append(CopyOp(store.marker, Tier.HOST, Tier.DEVICE, src, dst))
-            segments[store.index] = store.segments(p.move, dst)
+            segments[store.index] = store.segments(move, dst)
             moved[store.index] = store.moved(len(src))
         job = TransferJob(tid, ticket.generation, JobKind.LOAD_BACK, tuple(copies))
         ticket.job = job
@@ -198,7 +200,7 @@ class LoadBacks:
             covered = True
             for store, p in moving:
                 segs = segments[store.index] if store.index < len(segments) else None
-                if segs is None or not store.covers(segs, p.move):
+                if segs is None or not store.covers(segs, p[0]):
                     covered = False
                     break
             if covered:

@@ -40,7 +40,8 @@ class Locks:
     def lock(self, node: Node) -> LockReceipt:
         """Lock the path ending at `node` (its device-resident part) for a running request.
 
-        Each configured store pins its share of the path (`lock_nodes`). A
+        The base pins the end node (the deepest one it holds on device); every
+        other configured store pins its share of the path (`lock_nodes`). A
         path with nothing on device gives a 0-token receipt and notes a
         `HOST_ONLY` (or `ROOT`) reason.
         """
@@ -57,11 +58,13 @@ class Locks:
             self._reasons.note(Reason("lock", kind, nodes=(node.id,)))
             return LockReceipt(rid, end, 0, epoch, leases, owner, ledger, self._name)
         end.last_access = self._tree.tick()
-        for store in comps.configured:
+        base = comps.base
+        leases[base.index] = ledger.acquire(base.marker, owner=owner, pins=(base.pin_set(end),))
+        for store in comps.aux:
             nodes = store.lock_nodes(end)
             if nodes:
                 leases[store.index] = ledger.acquire(
-                    store.marker, owner=owner, pins=tuple([store.pin_set(x) for x in nodes])
+                    store.marker, owner=owner, pins=tuple(map(store.pin_set, nodes))
                 )
         return LockReceipt(rid, end, end.end, epoch, leases, owner, ledger, self._name)
 
