@@ -262,11 +262,14 @@ class UniCache:
         tw = self._tree.token_bytes
         tb = encode_tokens(tokens, tw)
         comps = self.components
-        if comps.has_swa and swa_slots is None:
-            raise InvalidArgumentError("insert: SWA is enabled; swa_slots must give its pages")
-        pages: list[list[int] | None] = [None] * len(comps.by_index)
+        pages: list[list[int] | None] = [None] * comps.span
         pages[FULL] = list(full_slots)
-        pages[SWA_IDX] = list(swa_slots) if swa_slots is not None else None
+        if comps.has_swa:
+            if swa_slots is None:
+                raise InvalidArgumentError("insert: SWA is enabled; swa_slots must give its pages")
+            pages[SWA_IDX] = list(swa_slots)
+        elif swa_slots is not None:
+            raise InvalidArgumentError("insert: swa_slots given but SWA is not enabled")
         ins = self._inserter
         ins.take_request_slots(len(tb) // tw, start, pages, comps.mamba, mamba_slot)
         return ins.insert(tb, start, pages, comps.mamba, mamba_slot, mamba_donate)
