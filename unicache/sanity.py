@@ -10,7 +10,6 @@ from typing import Any
 
 from leases import PinSet
 
-from unicache.markers import SWA, Full, Mamba
 from unicache.errors import CacheError
 from unicache.owners import LeaseOwner
 from unicache.results import TicketStatus
