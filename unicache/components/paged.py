@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 from leases import PinSet
 from mypy_extensions import mypyc_attr
 
-from unicache.components.store import ComponentStore, cut_pages, segment_parts
+from unicache.components.store import ComponentStore, segment_parts
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.node import Node
 
@@ -68,10 +68,25 @@ class PagedStore(ComponentStore, Generic[C]):
         return self.host_col[node.slot] is not None
 
     def segments(self, nodes: Sequence[Node], dst: list[int]) -> list[tuple[int, list[int]]]:
-        return cut_pages(nodes, dst, self.page_size)
+        """One (first token, pages) segment per node."""
+        ps = self.page_size
+        out: list[tuple[int, list[int]]] = []
+        k = 0
+        for x in nodes:
+            w = (x.end - x.start) // ps
+            out.append((x.start, dst[k : k + w]))
+            k += w
+        return out
 
     def host_segments(self, nodes: Sequence[Node], dst: array[int]) -> list[tuple[int, array[int]]]:
-        return cut_pages(nodes, dst, self.page_size)
+        ps = self.page_size
+        out: list[tuple[int, array[int]]] = []
+        k = 0
+        for x in nodes:
+            w = (x.end - x.start) // ps
+            out.append((x.start, dst[k : k + w]))
+            k += w
+        return out
 
     def covers(self, segments: Sequence[tuple[int, Sequence[int]]], nodes: Sequence[Node]) -> bool:
         ps = self.page_size
@@ -87,7 +102,8 @@ class PagedStore(ComponentStore, Generic[C]):
         dev = self.dev
         lru = self.lru_device
         dups = 0
-        for x, part in segment_parts(bottom, segments, self.page_size):
+        for x, k, lo, hi in segment_parts(bottom, segments, self.page_size):
+            part = segments[k][1][lo:hi]
             if dev[x.slot] is None:
                 dev[x.slot] = part
                 lru.push(x)
@@ -100,7 +116,8 @@ class PagedStore(ComponentStore, Generic[C]):
         host = self.host_col
         lru = self.lru_host
         dups = 0
-        for x, part in segment_parts(bottom, segments, self.page_size):
+        for x, k, lo, hi in segment_parts(bottom, segments, self.page_size):
+            part = segments[k][1][lo:hi]
             if host[x.slot] is None:
                 host[x.slot] = part
                 lru.push(x)

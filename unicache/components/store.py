@@ -47,7 +47,7 @@ import abc
 from array import array
 from collections.abc import Sequence
 from collections.abc import Iterator
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from leases import PinSet
 from mypy_extensions import mypyc_attr
@@ -57,38 +57,29 @@ from unicache.pools.allocator import SlotAllocator
 from unicache.tree.lru import EvictionQueue, new_lru
 from unicache.tree.node import Node
 
-P = TypeVar("P", list[int], "array[int]")
-
 LoadPlan = tuple[list[Node], Sequence[Node], tuple[int, ...]]
 """One store's share of a load-back: (the nodes that move, root first; the nodes its lease pins; the
 ids of nodes whose data is on neither tier, a refusal when non-empty)."""
 
 
-def segment_parts(bottom: Node, segments: Sequence[tuple[int, P]], page_size: int) -> Iterator[tuple[Node, P]]:
-    """(node, its slice of a segment's pages) for each node on `bottom`'s path inside a segment.
+def segment_parts(
+    bottom: Node, segments: Sequence[tuple[int, Sequence[int]]], page_size: int
+) -> Iterator[tuple[Node, int, int, int]]:
+    """(node, segment index, first, end page in that segment) for each node on `bottom`'s path
+    inside a segment.
 
     Segments are kept by token position, so nodes split while the copy was in
-    flight still find their pages.
+    flight still find their pages. (Offsets rather than slices: no
+    value-restricted TypeVar, which the compiled build cannot take.)
     """
     lo = min(s for s, _ in segments)
     x: Node | None = bottom
     while x is not None and x.parent is not None and x.end > lo:
-        for s, pages in segments:
+        for k, (s, pages) in enumerate(segments):
             if s <= x.start and x.end <= s + len(pages) * page_size:
-                yield x, pages[(x.start - s) // page_size : (x.end - s) // page_size]
+                yield x, k, (x.start - s) // page_size, (x.end - s) // page_size
                 break
         x = x.parent
-
-
-def cut_pages(nodes: Sequence[Node], dst: P, page_size: int) -> list[tuple[int, P]]:
-    """`dst` (pages for `nodes`, in order) as one (first token, pages) segment per node."""
-    out: list[tuple[int, P]] = []
-    k = 0
-    for x in nodes:
-        w = (x.end - x.start) // page_size
-        out.append((x.start, dst[k : k + w]))
-        k += w
-    return out
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
