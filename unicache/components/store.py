@@ -86,7 +86,9 @@ def segment_parts(
 class ComponentStore(abc.ABC):
     """One component of one cache: allocators, eviction heaps, lent slots, per-node columns."""
 
-    __slots__ = ("device", "host", "lru_device", "lru_host", "page_size")
+    __slots__ = (
+        "device", "host", "lru_device", "lru_host", "page_size", "component_index", "component_marker",
+    )
 
     marker: ClassVar[type]
     """The component marker class (`Full`, `SWA`, `Mamba`) typing its leases and pin sets."""
@@ -102,11 +104,18 @@ class ComponentStore(abc.ABC):
     lru_host: EvictionQueue
     page_size: int
     """Tokens per page (set by `configure`; 1 until then)."""
+    component_index: ComponentIndex
+    """`index`, on the instance: the operations' hot paths read it (compiled, a class variable is a
+    generic attribute lookup)."""
+    component_marker: type
+    """`marker`, on the instance (as `component_index`)."""
 
     def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
         self.device = device
         self.host = host
         self.page_size = 1
+        self.component_index = self.index
+        self.component_marker = self.marker
         self.new_tree()
 
     def configure(self, page_size: int, window: int) -> None:
@@ -130,6 +139,11 @@ class ComponentStore(abc.ABC):
     @abc.abstractmethod
     def pin_set(self, node: Node) -> PinSet[Any, Node]:
         """The node's pin set of this component, created on first use (to pin the node)."""
+
+    def pin_sets_of(self, nodes: Sequence[Node]) -> tuple[PinSet[Any, Node], ...]:
+        """The pin sets of `nodes` (each created on first use), for a lease that pins them."""
+        out = [self.pin_set(x) for x in nodes]
+        return tuple(out)
 
     @abc.abstractmethod
     def device_slots(self, node: Node) -> Sequence[int] | None:

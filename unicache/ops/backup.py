@@ -84,7 +84,7 @@ class BackupScheduler:
         base = self._components.base
         for owner in owned_by(base.pins(node), OwnerKind.BACKUP):
             t = self._tickets.backup(owner.id)
-            if t is not None and t.leases[base.index] is not None:
+            if t is not None and t.leases[base.component_index] is not None:
                 return t
         return None
 
@@ -99,7 +99,7 @@ class BackupScheduler:
         comps = self._components
         base = comps.base
         t = BackupTicket(tid, ledger.epoch, node, owner, comps.span)
-        t.leases[base.index] = ledger.acquire(base.marker, owner=owner, pins=(base.pin_set(node),))
+        t.leases[base.component_index] = ledger.acquire(base.component_marker, owner=owner, pins=(base.pin_set(node),))
         t.copy = copy
         c = self._counters
         c.backups += 1
@@ -144,11 +144,11 @@ class BackupScheduler:
         evictor = self._evictor
         base = comps.base
         src = base.gather_device(chain)
-        host = evictor.alloc_host(base.index, len(src))
+        host = evictor.alloc_host(base.component_index, len(src))
         if host is None:
             c.backups_refused += 1
             return None
-        copies = [CopyOp(base.marker, Tier.DEVICE, Tier.HOST, src, host)]
+        copies = [CopyOp(base.component_marker, Tier.DEVICE, Tier.HOST, src, host)]
         parts: list[tuple[ComponentStore, list[Node], list[HostSegment]]] = [
             (base, chain, base.host_segments(chain, host))
         ]
@@ -156,9 +156,9 @@ class BackupScheduler:
             nodes = store.backup_nodes(chain)
             if nodes:
                 slots = store.gather_device(nodes)
-                dst = evictor.alloc_host(store.index, len(slots))
+                dst = evictor.alloc_host(store.component_index, len(slots))
                 if dst is not None:
-                    copies.append(CopyOp(store.marker, Tier.DEVICE, Tier.HOST, slots, dst))
+                    copies.append(CopyOp(store.component_marker, Tier.DEVICE, Tier.HOST, slots, dst))
                     parts.append((store, nodes, store.host_segments(nodes, dst)))
         tid = self._submit(chain[-1], parts, copies)
         c.backup_pages += len(src)
@@ -174,11 +174,12 @@ class BackupScheduler:
         owner = LeaseOwner(OwnerKind.BACKUP, tid, bottom.id)
         ledger = self._ledger
         t = BackupTicket(tid, ledger.epoch, bottom, owner, self._components.span)
+        leases = t.leases
+        segments = t.segments
         for store, nodes, segs in parts:
-            t.leases[store.index] = ledger.acquire(
-                store.marker, owner=owner, pins=tuple(map(store.pin_set, nodes))
-            )
-            t.segments[store.index] = segs
+            i = store.component_index
+            leases[i] = ledger.acquire(store.component_marker, owner=owner, pins=store.pin_sets_of(nodes))
+            segments[i] = segs
         job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))
         t.job = job
         self._tickets.add(t)
@@ -196,12 +197,12 @@ class BackupScheduler:
         copies: list[CopyOp] = []
         parts: list[tuple[ComponentStore, list[Node], list[HostSegment]]] = []
         for store in self._components.aux:
-            if mask >> store.index & 1 and store.device_only(node):
+            if mask >> store.component_index & 1 and store.device_only(node):
                 nodes = [node]
                 slots = store.gather_device(nodes)
-                dst = evictor.alloc_host(store.index, len(slots))
+                dst = evictor.alloc_host(store.component_index, len(slots))
                 if dst is not None:
-                    copies.append(CopyOp(store.marker, Tier.DEVICE, Tier.HOST, slots, dst))
+                    copies.append(CopyOp(store.component_marker, Tier.DEVICE, Tier.HOST, slots, dst))
                     parts.append((store, nodes, store.host_segments(nodes, dst)))
         if not copies:
             self._counters.backups_refused += 1
@@ -216,7 +217,7 @@ class BackupScheduler:
         mask = 0
         for store in self._components.aux:
             if store.device_only(x) and not backup_in_flight(store.pins(x)):
-                mask |= 1 << store.index
+                mask |= 1 << store.component_index
         if mask:
             self.back_up_aux(x, mask)
 
@@ -266,7 +267,7 @@ class BackupScheduler:
             if ok:
                 dups = store.publish_host(bottom, segs)
                 if dups:
-                    c.count_backup_duplicates(store.index, dups)
+                    c.count_backup_duplicates(store.component_index, dups)
             else:
                 host = store.host
                 for _, pages in segs:

@@ -75,7 +75,7 @@ class DevicePass:
         self._store = store
         self._is_base = store is comps.base
         self._cascade = comps.configured if self._is_base else tuple(
-            [st for st in comps.aux if st.index >= store.index]
+            [st for st in comps.aux if st.component_index >= store.component_index]
         )
         self._n = n
         self.freed = 0
@@ -122,7 +122,7 @@ class DevicePass:
         mask = 0
         for store in self._cascade:
             if store is not self._components.base and store.device_only(node):
-                mask |= 1 << store.index
+                mask |= 1 << store.component_index
         return mask
 
     def resume(self, need: BackupNeed, started: bool, waited: bool) -> None:
@@ -244,7 +244,7 @@ class Evictor:
                 self.free_device(store, node)
         c.demotions += 1
         c.device_evictions += 1
-        c.count_device_evicted(base.index, freed)
+        c.count_device_evicted(base.component_index, freed)
         if parent.parent is not None and base.is_device_leaf(parent):
             base.lru_device.push(parent)
         if not node.children and base.on_host(node):
@@ -255,7 +255,7 @@ class Evictor:
         """Free `node`'s device data of `store` (not the base), counting it lost if it had no host copy."""
         freed = store.drop_device(node)
         c = self._counters
-        c.count_device_evicted(store.index, freed)
+        c.count_device_evicted(store.component_index, freed)
         if not store.on_host(node):
             c.aux_lost += 1
         return freed

@@ -88,12 +88,12 @@ class Inserter:
             state_store.device.adopt((state_slot,))
         comps = self._components
         base = comps.base
-        base_pages = pages[base.index]
+        base_pages = pages[base.component_index]
         assert base_pages is not None
         base_dev = base.dev
         others: list[tuple[ComponentStore, list[int]]] = []
         for store in comps.aux:
-            given = pages[store.index]
+            given = pages[store.component_index]
             if given is not None:
                 others.append((store, given))
         clk = tree.tick()
@@ -207,7 +207,7 @@ class Inserter:
             store = comps.by_index[i]
             if store not in comps.configured:
                 raise InvalidArgumentError(
-                    f"insert: {component_name(store.marker)}_slots given but {store.name} is not enabled"
+                    f"insert: {component_name(store.component_marker)}_slots given but {store.name} is not enabled"
                 )
             if len(given) != count:
                 raise InvalidArgumentError(
@@ -217,7 +217,7 @@ class Inserter:
         if state_slot is not None:
             if state_store not in comps.configured:
                 raise InvalidArgumentError(
-                    f"insert: {component_name(state_store.marker)}_slot given but {state_store.name} "
+                    f"insert: {component_name(state_store.component_marker)}_slot given but {state_store.name} "
                     "is not enabled"
                 )
             device = state_store.device
@@ -240,20 +240,20 @@ class Inserter:
             if donate:
                 device.free([slot])
             if node.parent is not None:
-                c.count_state_duplicate(store.index)
+                c.count_state_duplicate(store.component_index)
                 self._reasons.note(
-                    Reason("insert", ReasonKind.DUPLICATE, component_name(store.marker), (node.id,), free=int(donate))
+                    Reason("insert", ReasonKind.DUPLICATE, component_name(store.component_marker), (node.id,), free=int(donate))
                 )
                 return "duplicate"
             return "none"
         if donate:
             store.adopt_device(node, [slot])
             return "donated"
-        got = self._room.alloc(store.index, 1)
+        got = self._room.alloc(store.component_index, 1)
         if got is None:
-            c.count_state_skipped(store.index)
-            self._reasons.note(self._room.no_room_reason("insert", store.index, 1, (node.id,)))
+            c.count_state_skipped(store.component_index)
+            self._reasons.note(self._room.no_room_reason("insert", store.component_index, 1, (node.id,)))
             return "skipped"
-        self._pools.copy(CopyOp(store.marker, Tier.DEVICE, Tier.DEVICE, [slot], got))
+        self._pools.copy(CopyOp(store.component_marker, Tier.DEVICE, Tier.DEVICE, [slot], got))
         store.adopt_device(node, got)
         return "copied"

@@ -88,7 +88,7 @@ class LoadBacks:
             if missing:
                 c.load_backs_refused += 1
                 self._reasons.note(
-                    Reason("load_back", ReasonKind.MISSING_STATE, component_name(store.marker), missing)
+                    Reason("load_back", ReasonKind.MISSING_STATE, component_name(store.component_marker), missing)
                 )
                 return None
             if p[0]:
@@ -104,9 +104,10 @@ class LoadBacks:
         owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
         ledger = self._ledger
         ticket = LoadBack(tid, ledger.epoch, anchor, owner, comps.span)
+        leases = ticket.leases
         for store, p in moving:
-            ticket.leases[store.index] = ledger.acquire(
-                store.marker, owner=owner, pins=tuple(map(store.pin_set, p[1]))
+            leases[store.component_index] = ledger.acquire(
+                store.component_marker, owner=owner, pins=store.pin_sets_of(p[1])
             )
         if copy is not None:
             return self._join(ticket, copy)
@@ -117,11 +118,11 @@ class LoadBacks:
         for store, p in moving:
             move = p[0]
             src = store.gather_host(move)
-            dst = room.alloc(store.index, len(src))
+            dst = room.alloc(store.component_index, len(src))
             if dst is None:
-                self._reasons.note(room.no_room_reason("load_back", store.index, len(src), (anchor.id,)))
+                self._reasons.note(room.no_room_reason("load_back", store.component_index, len(src), (anchor.id,)))
                 for st, _ in moving:
-                    done = segments[st.index]
+                    done = segments[st.component_index]
                     if done is not None:
                         for _, pages in done:
                             st.device.free(pages)
@@ -129,14 +130,14 @@ class LoadBacks:
                 ticket.close()
                 c.load_backs_refused += 1
                 return None
-            copies.append(CopyOp(store.marker, Tier.HOST, Tier.DEVICE, src, dst))
-            segments[store.index] = store.segments(move, dst)
-            moved[store.index] = store.moved(len(src))
+            copies.append(CopyOp(store.component_marker, Tier.HOST, Tier.DEVICE, src, dst))
+            segments[store.component_index] = store.segments(move, dst)
+            moved[store.component_index] = store.moved(len(src))
         job = TransferJob(tid, ticket.generation, JobKind.LOAD_BACK, tuple(copies))
         ticket.job = job
         c.load_backs += 1
         for store, _ in moving:
-            c.count_load_back(store.index, moved[store.index])
+            c.count_load_back(store.component_index, moved[store.component_index])
         claim = LoadBackTicket(ticket)
         self._tickets.add(ticket)
         self._engine.submit(job)
@@ -159,7 +160,7 @@ class LoadBacks:
             if ok:
                 dups = store.publish_device(anchor, segs, clock)
                 if dups:
-                    c.count_load_back_duplicates(store.index, dups)
+                    c.count_load_back_duplicates(store.component_index, dups)
             else:
                 device = store.device
                 for _, pages in segs:
@@ -199,7 +200,7 @@ class LoadBacks:
             segments = t.segments
             covered = True
             for store, p in moving:
-                segs = segments[store.index] if store.index < len(segments) else None
+                segs = segments[store.component_index] if store.component_index < len(segments) else None
                 if segs is None or not store.covers(segs, p[0]):
                     covered = False
                     break

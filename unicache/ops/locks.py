@@ -59,12 +59,12 @@ class Locks:
             return LockReceipt(rid, end, 0, epoch, leases, owner, ledger, self._name)
         end.last_access = self._tree.tick()
         base = comps.base
-        leases[base.index] = ledger.acquire(base.marker, owner=owner, pins=(base.pin_set(end),))
+        leases[base.component_index] = ledger.acquire(base.component_marker, owner=owner, pins=(base.pin_set(end),))
         for store in comps.aux:
             nodes = store.lock_nodes(end)
             if nodes:
-                leases[store.index] = ledger.acquire(
-                    store.marker, owner=owner, pins=tuple(map(store.pin_set, nodes))
+                leases[store.component_index] = ledger.acquire(
+                    store.component_marker, owner=owner, pins=store.pin_sets_of(nodes)
                 )
         return LockReceipt(rid, end, end.end, epoch, leases, owner, ledger, self._name)
 

@@ -78,12 +78,12 @@ class Matcher:
                         dev_node = node
         a_end = anchor.end
         need = [0] * len(comps.by_index)
-        base_host = need[comps.base.index] = a_end - frontier if a_end > frontier else 0
+        base_host = need[comps.base.component_index] = a_end - frontier if a_end > frontier else 0
         worth = False
         if anchor is not dev_node:
             worth = base_host >= self._lb_threshold
             for store in others:
-                k = need[store.index] = store.host_need(anchor)
+                k = need[store.component_index] = store.host_need(anchor)
                 if k:
                     worth = True
         c = self._counters

@@ -55,7 +55,7 @@ class DuplicateReclaimer:
                         c.reclaim_blocked += 1
                         self._reasons.note(
                             Reason(
-                                "reclaim", ReasonKind.PINNED, component_name(base.marker), (node.id,),
+                                "reclaim", ReasonKind.PINNED, component_name(base.component_marker), (node.id,),
                                 leases=tuple(p.ids()),
                             )
                         )

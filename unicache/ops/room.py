@@ -139,4 +139,4 @@ class DeviceRoom:
     def no_room_reason(self, op: str, i: ComponentIndex, needed: int, nodes: tuple[int, ...]) -> Reason:
         """A `NO_DEVICE_ROOM` reason for component index `i` (see `unicache.reasons.no_room`)."""
         store = self._components.by_index[i]
-        return no_room(op, store.marker, store.device, self._tickets.live(), needed, nodes)
+        return no_room(op, store.component_marker, store.device, self._tickets.live(), needed, nodes)
