@@ -123,3 +123,19 @@ def test_register_refuses_a_store_out_of_priority_order(make_cache: MakeCache) -
     with pytest.raises(InvalidArgumentError, match="'Indexer' \\(index 3\\) cannot follow 4 stores"):
         cache.components.register(again, tree)
     assert len(cache.components.configured) == 2
+
+
+def test_every_store_carries_its_index_and_marker_and_gives_the_pin_sets_of_nodes(
+    make_cache: MakeCache,
+) -> None:
+    cache, d = make_cache(swa_window=4, mamba=True)
+    store = _register(cache)
+    a, b = chain(cache, d, SEQ[:8], [4, 8])
+    for st in cache.components.by_index:
+        assert st.component_index == type(st).index and st.component_marker is type(st).marker
+    assert (store.component_index, store.component_marker) == (3, Indexer)
+    for st in cache.components.configured:
+        sets = st.pin_sets_of([b, a])
+        assert sets == (st.pin_set(b), st.pin_set(a)) and sets[0] is st.pins(b) and sets[1] is st.pins(a)
+        assert sets[0].component is st.component_marker
+        assert st.pin_sets_of([]) == ()
