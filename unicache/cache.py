@@ -36,7 +36,7 @@ from unicache.introspect import (
     quarantine_info,
     ticket_info,
 )
-from unicache.markers import MAMBA, Component, Full
+from unicache.markers import FULL, MAMBA, SWA_IDX, Component, ComponentIndex, Full
 from unicache.ops.ack_log import AckLog
 from unicache.ops.acks import AckRouter
 from unicache.ops.backup import BackupScheduler
@@ -113,7 +113,7 @@ class UniCache:
         comps.attach(tree)
         removal = NodeRemoval(tree, comps)
         blocks = BlockLog(comps, counters, reasons, ledger)
-        reclaimer = self._reclaimer = DuplicateReclaimer(comps.full, counters, reasons, ledger)
+        reclaimer = self._reclaimer = DuplicateReclaimer(comps, counters, reasons, ledger)
         host = HostEvictor(comps, counters, removal, reclaimer, blocks, write_back)
         evictor = self.evictor = Evictor(comps, counters, removal, blocks, host, write_back)
         acks = AckLog(ledger, counters, reasons, tickets, name)
@@ -131,10 +131,8 @@ class UniCache:
             tree, comps, room, backups, self.pools, counters, reasons, ps, write_back,
             config.write_through_threshold,
         )
-        self._matcher = Matcher(
-            tree, comps, counters, ps, window, max(1, config.load_back_threshold)
-        )
-        self._locks = Locks(tree, comps, ledger, counters, reasons, window, name)
+        self._matcher = Matcher(tree, comps, counters, ps, max(1, config.load_back_threshold))
+        self._locks = Locks(tree, comps, ledger, counters, reasons, name)
         self._resetter = Resetter(ledger, tickets, self.pools, tree, comps, removal, counters)
         self._timeouts = TimeOuts(tickets, self.pools, ledger, counters)
 
@@ -164,7 +162,7 @@ class UniCache:
         if not node.slot:
             raise UnknownNodeError(node.id, "is not a live node of this cache (removed or reset)")
 
-    def _check_count(self, op: str, component: type, n: int) -> int:
+    def _check_count(self, op: str, component: type, n: int) -> ComponentIndex:
         """The index of enabled `component`; `n` must be an int >= 0."""
         i = self.components.index(component)
         if type(n) is not int or n < 0:
@@ -263,11 +261,18 @@ class UniCache:
         self.ledger.check_thread("insert")
         tw = self._tree.token_bytes
         tb = encode_tokens(tokens, tw)
-        fs = list(full_slots)
-        ss = list(swa_slots) if swa_slots is not None else None
+        comps = self.components
+        pages: list[list[int] | None] = [None] * comps.span
+        pages[FULL] = list(full_slots)
+        if comps.has_swa:
+            if swa_slots is None:
+                raise InvalidArgumentError("insert: SWA is enabled; swa_slots must give its pages")
+            pages[SWA_IDX] = list(swa_slots)
+        elif swa_slots is not None:
+            raise InvalidArgumentError("insert: swa_slots given but SWA is not enabled")
         ins = self._inserter
-        ins.take_request_slots(len(tb) // tw, start, fs, ss, mamba_slot)
-        return ins.insert(tb, fs, start, ss, mamba_slot, mamba_donate)
+        ins.take_request_slots(len(tb) // tw, start, pages, comps.mamba, mamba_slot)
+        return ins.insert(tb, start, pages, comps.mamba, mamba_slot, mamba_donate)
 
     def load_back(self, anchor: Node) -> LoadBackTicket | None:
         """Start moving what `anchor` needs from host to device; None if nothing can/need move.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from unicache.markers import FULL, MAMBA, SWA_IDX, ComponentIndex
+
 
 @dataclass(slots=True)
 class CacheCounters:
@@ -82,3 +84,61 @@ class CacheCounters:
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def count_refused(self, i: ComponentIndex) -> None:
+        """An `alloc_device` of component `i` that returned None."""
+        if i == FULL:
+            self.alloc_refused_full += 1
+        elif i == SWA_IDX:
+            self.alloc_refused_swa += 1
+        elif i == MAMBA:
+            self.alloc_refused_mamba += 1
+            self.mamba_skipped += 1
+
+    def count_load_back(self, i: ComponentIndex, moved: int) -> None:
+        """A load-back moving `moved` tokens (a state: 1) of component `i`."""
+        if i == FULL:
+            self.load_back_full_tokens += moved
+        elif i == SWA_IDX:
+            self.load_back_swa_tokens += moved
+        elif i == MAMBA:
+            self.load_back_mamba += 1
+
+    def count_load_back_duplicates(self, i: ComponentIndex, n: int) -> None:
+        """`n` slots of component `i` a load-back freed: the data was already on device."""
+        if i == FULL:
+            self.load_back_duplicate_pages += n
+        elif i == SWA_IDX:
+            self.load_back_duplicate_swa_pages += n
+        elif i == MAMBA:
+            self.load_back_duplicate_mamba += n
+            self.mamba_duplicates += n
+
+    def count_backup_duplicates(self, i: ComponentIndex, n: int) -> None:
+        """`n` slots of component `i` a backup freed: the data was already on host."""
+        if i == FULL:
+            self.backup_duplicate_pages += n
+        elif i == SWA_IDX:
+            self.backup_duplicate_swa_pages += n
+        elif i == MAMBA:
+            self.backup_duplicate_mamba += n
+            self.mamba_duplicates += n
+
+    def count_device_evicted(self, i: ComponentIndex, n: int) -> None:
+        """`n` device slots of component `i` evicted."""
+        if i == FULL:
+            self.full_pages_evicted += n
+        elif i == SWA_IDX:
+            self.swa_pages_evicted += n
+        elif i == MAMBA:
+            self.mamba_evicted += 1
+
+    def count_state_duplicate(self, i: ComponentIndex) -> None:
+        """An insert's end state of component `i` that the node had already."""
+        if i == MAMBA:
+            self.mamba_duplicates += 1
+
+    def count_state_skipped(self, i: ComponentIndex) -> None:
+        """An insert's end state of component `i` not kept (no device room for its copy)."""
+        if i == MAMBA:
+            self.mamba_skipped += 1

@@ -6,7 +6,7 @@ tree and components all name components by these markers.
 
 from __future__ import annotations
 
-from typing import Final, final
+from typing import Final, NewType, final
 
 
 @final
@@ -26,17 +26,20 @@ class Mamba:
 
 Component = type[Full] | type[SWA] | type[Mamba]
 
-FULL: Final = 0
-SWA_IDX: Final = 1
-MAMBA: Final = 2
+ComponentIndex = NewType("ComponentIndex", int)
+"""A component's place in eviction priority (0 highest): the key of every per-component container."""
+
+FULL: Final = ComponentIndex(0)
+SWA_IDX: Final = ComponentIndex(1)
+MAMBA: Final = ComponentIndex(2)
 
 COMPONENTS: Final[tuple[Component, ...]] = (Full, SWA, Mamba)
 """Every marker, in eviction priority order (highest first): Full > SWA > Mamba."""
 
-_INDEX: Final[dict[type, int]] = {Full: FULL, SWA: SWA_IDX, Mamba: MAMBA}
+_INDEX: Final[dict[type, ComponentIndex]] = {Full: FULL, SWA: SWA_IDX, Mamba: MAMBA}
 
 
-def component_index(component: type) -> int:
+def component_index(component: type) -> ComponentIndex:
     """The index of a marker (0 Full, 1 SWA, 2 Mamba); a `KeyError` for anything else."""
     return _INDEX[component]
 

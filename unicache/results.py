@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
+from unicache.markers import FULL, MAMBA, SWA_IDX
 from unicache.transfer.base import JobKind
 from unicache.tree.node import Node
 
@@ -45,6 +46,16 @@ class MatchResult:
     @property
     def needs_load_back(self) -> bool:
         return self.anchor is not self.device_node
+
+
+def match_result(
+    matched: int, device_node: Node, anchor: Node, host_need: list[int], worth: bool
+) -> MatchResult:
+    """The `MatchResult` of a match; `host_need` holds what a load-back moves per component index."""
+    return MatchResult(
+        matched, device_node, device_node.end, anchor, anchor.end, host_need[FULL], host_need[SWA_IDX],
+        host_need[MAMBA] > 0, worth,
+    )
 
 
 MambaOutcome = Literal["donated", "copied", "duplicate", "skipped", "none"]

@@ -10,7 +10,6 @@ from typing import Any
 
 from leases import PinSet
 
-from unicache.markers import SWA, Full, Mamba
 from unicache.errors import CacheError
 from unicache.owners import LeaseOwner
 from unicache.results import TicketStatus
@@ -100,8 +99,6 @@ class SanityReport:
         }
 
 
-_NAMES = ("Full", "SWA", "Mamba")
-_MARKERS: tuple[type, ...] = (Full, SWA, Mamba)
 
 
 def _pinsets(cache: CacheView, node: Node) -> list[PinSet[Any, Node] | None]:
@@ -328,6 +325,8 @@ def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     live = cache.ledger.live()
     r.live_leases = len(live)
     epoch = cache.ledger.epoch
+    markers = [st.marker for st in cache.components.by_index]
+    names = [st.name for st in cache.components.by_index]
     expected: dict[tuple[int, int], set[int]] = {}
     by_id: set[int] = set()
     for lease in live:
@@ -337,7 +336,7 @@ def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
                   lease=lease.id)
         comp = lease.component
         name = comp.__name__
-        ci = _MARKERS.index(comp) if comp in _MARKERS else -1
+        ci = markers.index(comp) if comp in markers else -1
         sets = lease.pin_sets()
         if type(lease.owner) is not LeaseOwner:
             r.add("lease", f"live lease owned by {lease.owner!s}, not by a lock, load-back or backup",
@@ -365,10 +364,10 @@ def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
     for x in nodes:
         total = 0
         for ci, p in enumerate(_pinsets(cache, x)):
-            name = _NAMES[ci]
+            name = names[ci]
             actual: set[int] = set()
             if p is not None:
-                if p.component is not _MARKERS[ci]:
+                if p.component is not markers[ci]:
                     r.add("pin", f"pin set of {p.component.__name__} in the {name} slot", node=x)
                 if p.holder is not x:
                     r.add("pin", f"pin set holder {p.holder!r} is not the node", node=x)
@@ -386,7 +385,7 @@ def _check_pins(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:
         if nid not in node_ids:
             for lid in lids:
                 r.add("pin", f"lease pins node {nid}, not in the tree",
-                      component=_NAMES[ci] if ci >= 0 else None, lease=lid)
+                      component=names[ci] if ci >= 0 else None, lease=lid)
 
 
 def _check_tickets(cache: CacheView, nodes: list[Node], r: SanityReport) -> None:

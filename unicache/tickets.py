@@ -1,19 +1,24 @@
 """Linear handles: lock receipts, load-back tickets and backup tickets.
 
 Each owns one lease per component it covers and is consumed exactly once.
-Transfer records are kept by token position, not by node, so a split of a
-node under an in-flight copy leaves them valid.
+Every per-component part (the leases; a ticket's destination segments and
+what it moved) sits in one list keyed by `ComponentIndex`, so releasing
+is one loop and a new component needs no field here; `full`, `swa` and
+`mamba` are typed read accessors for the three known ones. Transfer
+records are kept by token position, not by node (see `segments` of each
+component store), so a split of a node under an in-flight copy leaves them
+valid.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, cast
 
 from leases import Borrowed, Held, Lease, LeaseLedger, consumes, linear
 
 from unicache.errors import ForeignObjectError, TicketPendingError
+from unicache.markers import FULL, MAMBA, SWA_IDX
 from unicache.owners import LeaseOwner
 from unicache.results import LoadBackResult, TicketStatus
 from unicache.transfer.base import TransferJob
@@ -29,25 +34,15 @@ Segment = tuple[int, list[int]]
 HostSegment = tuple[int, "array[int]"]
 """(start token position, host pages) of a backup, compact like every host page list."""
 
-P = TypeVar("P", list[int], "array[int]")
+ComponentLeases = list["Lease[Any, Held] | None"]
+"""One lease (or None) per component, indexed by `ComponentIndex`, as long as the cache's
+`ComponentSet.span` (a Full-only cache's holds one entry)."""
 
 
-def segment_parts(
-    bottom: Node, segments: list[tuple[int, P]], page_size: int
-) -> Iterator[tuple[Node, P]]:
-    """(node, its slice of a segment's pages) for each node on `bottom`'s path inside a segment.
-
-    Segments are kept by token position, so nodes split while the copy was in
-    flight still find their pages.
-    """
-    lo = min(s for s, _ in segments)
-    x: Node | None = bottom
-    while x is not None and x.parent is not None and x.end > lo:
-        for s, pages in segments:
-            if s <= x.start and x.end <= s + len(pages) * page_size:
-                yield x, pages[(x.start - s) // page_size : (x.end - s) // page_size]
-                break
-        x = x.parent
+def _get(leases: ComponentLeases, i: int) -> Borrowed[Lease[Any, Held]] | None:
+    """Component `i`'s lease, or None (also past the container's end: the component is not
+    configured, or was registered after the holder was made)."""
+    return leases[i] if i < len(leases) else None
 
 
 def _release(holder: LockReceipt | TicketRecord) -> None:
@@ -56,24 +51,15 @@ def _release(holder: LockReceipt | TicketRecord) -> None:
     A pin set left empty is dropped from its node (it is created again on the
     next pin), so nodes pinned once do not keep an empty set for good.
     """
-    full = holder.full
-    if full is not None:
-        holder.full = None
-        sets = full.pin_sets()
-        full.release()
-        drop_empty(sets)
-    swa = holder.swa
-    if swa is not None:
-        holder.swa = None
-        swa_sets = swa.pin_sets()
-        swa.release()
-        drop_empty(swa_sets)
-    mamba = holder.mamba
-    if mamba is not None:
-        holder.mamba = None
-        mamba_sets = mamba.pin_sets()
-        mamba.release()
-        drop_empty(mamba_sets)
+    leases = holder.leases
+    i = 0
+    for lease in leases:
+        if lease is not None:
+            leases[i] = None
+            sets = lease.pin_sets()
+            lease.release()
+            drop_empty(sets)
+        i += 1
 
 
 @linear
@@ -90,9 +76,7 @@ class LockReceipt:
         "node",
         "length",
         "generation",
-        "full",
-        "swa",
-        "mamba",
+        "leases",
         "owner",
         "cache",
         "ledger",
@@ -105,9 +89,7 @@ class LockReceipt:
         node: Node,
         length: int,
         generation: int,
-        full: Lease[Full, Held] | None,
-        swa: Lease[SWA, Held] | None,
-        mamba: Lease[Mamba, Held] | None,
+        leases: ComponentLeases,
         owner: LeaseOwner,
         ledger: LeaseLedger,
         cache: str = "",
@@ -116,9 +98,7 @@ class LockReceipt:
         self.node = node
         self.length = length
         self.generation = generation
-        self.full = full
-        self.swa = swa
-        self.mamba = mamba
+        self.leases = leases
         self.owner = owner
         self.cache = cache
         self.ledger = ledger
@@ -129,8 +109,20 @@ class LockReceipt:
             f"gen={self.generation}>"
         )
 
+    @property
+    def full(self) -> Borrowed[Lease[Full, Held]] | None:
+        return cast("Lease[Full, Held] | None", _get(self.leases, FULL))
+
+    @property
+    def swa(self) -> Borrowed[Lease[SWA, Held]] | None:
+        return cast("Lease[SWA, Held] | None", _get(self.leases, SWA_IDX))
+
+    @property
+    def mamba(self) -> Borrowed[Lease[Mamba, Held]] | None:
+        return cast("Lease[Mamba, Held] | None", _get(self.leases, MAMBA))
+
     def lease_ids(self) -> list[int]:
-        return [x.id for x in (self.full, self.swa, self.mamba) if x is not None]
+        return [x.id for x in self.leases if x is not None]
 
     @consumes
     def release(self, *, ledger: LeaseLedger | None = None, cache: str = "") -> None:
@@ -155,10 +147,7 @@ class TicketRecord:
         "owner",
         "node",
         "status",
-        "full",
-        "swa",
-        "mamba",
-        "full_start",
+        "leases",
         "job",
         "copy",
         "joiners",
@@ -169,23 +158,26 @@ class TicketRecord:
     owner: LeaseOwner
     node: Node
     status: TicketStatus
-    full: Lease[Full, Held] | None
-    swa: Lease[SWA, Held] | None
-    mamba: Lease[Mamba, Held] | None
-    full_start: int
+    leases: ComponentLeases
     job: TransferJob | None
     copy: Borrowed[TicketRecord] | None
     joiners: list[TicketRecord] | None
 
+    @property
+    def full(self) -> Borrowed[Lease[Full, Held]] | None:
+        return cast("Lease[Full, Held] | None", _get(self.leases, FULL))
+
+    @property
+    def swa(self) -> Borrowed[Lease[SWA, Held]] | None:
+        return cast("Lease[SWA, Held] | None", _get(self.leases, SWA_IDX))
+
+    @property
+    def mamba(self) -> Borrowed[Lease[Mamba, Held]] | None:
+        return cast("Lease[Mamba, Held] | None", _get(self.leases, MAMBA))
+
     def lease_ids(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        if self.full is not None:
-            out["Full"] = self.full.id
-        if self.swa is not None:
-            out["SWA"] = self.swa.id
-        if self.mamba is not None:
-            out["Mamba"] = self.mamba.id
-        return out
+        """Lease id by component name, of every lease still held."""
+        return {x.component.__name__: x.id for x in self.leases if x is not None}
 
     def _close_joiners(self) -> None:
         """Close every joiner riding on this copy (each once), and forget the copy this one rides on."""
@@ -229,39 +221,50 @@ class LoadBack(TicketRecord):
     caller's linear `LoadBackTicket` only borrows it.
     """
 
-    __slots__ = (
-        "full_dst", "swa_segments", "full_tokens", "swa_tokens", "mamba_moved", "mamba_dst",
-        "abandoned",
-    )
+    __slots__ = ("segments", "moved", "abandoned")
 
-    full_dst: list[int]
-    swa_segments: list[Segment]
-    full_tokens: int
-    swa_tokens: int
-    mamba_moved: bool
-    mamba_dst: int | None
+    segments: list[list[Segment] | None]
+    """Per component: the device destination, as (token position, pages) segments (None: none)."""
+    moved: list[int]
+    """Per component: what the copy moves (tokens; a state: 1), for the result and counters."""
     abandoned: bool
 
-    def __init__(self, ticket_id: int, generation: int, anchor: Node, owner: LeaseOwner) -> None:
+    def __init__(self, ticket_id: int, generation: int, anchor: Node, owner: LeaseOwner, components: int) -> None:
         self.id = ticket_id
         self.generation = generation
         self.owner = owner
         self.node = anchor
         self.status = TicketStatus.IN_FLIGHT
-        self.full = None
-        self.swa = None
-        self.mamba = None
-        self.full_start = anchor.end
-        self.full_dst = []
-        self.swa_segments = []
+        self.leases = [None] * components
+        self.segments = [None] * components
         self.job = None
-        self.full_tokens = 0
-        self.swa_tokens = 0
-        self.mamba_moved = False
-        self.mamba_dst = None
+        self.moved = [0] * components
         self.abandoned = False
         self.copy = None
         self.joiners = None
+
+    @property
+    def full_start(self) -> int:
+        """Where the Full destination starts (the anchor's end when no Full moves)."""
+        segs = self.segments[FULL]
+        return segs[0][0] if segs else self.node.end
+
+    @property
+    def full_dst(self) -> list[int]:
+        segs = self.segments[FULL]
+        return segs[0][1] if segs else []
+
+    @property
+    def full_tokens(self) -> int:
+        return self.moved[FULL]
+
+    @property
+    def swa_tokens(self) -> int:
+        return self.moved[SWA_IDX] if len(self.moved) > SWA_IDX else 0
+
+    @property
+    def mamba_moved(self) -> bool:
+        return len(self.moved) > MAMBA and self.moved[MAMBA] > 0
 
     def __repr__(self) -> str:
         return (
@@ -347,8 +350,11 @@ class LoadBackTicket:
         r = self._record
         if r.status is TicketStatus.IN_FLIGHT:
             raise TicketPendingError(r.id, r.generation)
+        moved = r.moved
+        n = len(moved)
         return LoadBackResult(
-            r.id, r.generation, r.node, r.status, r.full_tokens, r.swa_tokens, r.mamba_moved
+            r.id, r.generation, r.node, r.status, moved[FULL], moved[SWA_IDX] if n > SWA_IDX else 0,
+            n > MAMBA and moved[MAMBA] > 0,
         )
 
     @consumes
@@ -367,28 +373,30 @@ class BackupTicket(TicketRecord):
     and settles with the same ack, owned by the record it joined.
     """
 
-    __slots__ = ("full_dst", "swa_segments", "mamba_slots")
+    __slots__ = ("segments",)
 
-    full_dst: array[int]
-    swa_segments: list[HostSegment]
-    mamba_slots: list[tuple[Node, int]]
+    segments: list[list[HostSegment] | None]
+    """Per component: the host destination, as (token position, pages) segments (None: none)."""
 
-    def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: LeaseOwner) -> None:
+    def __init__(self, ticket_id: int, generation: int, bottom: Node, owner: LeaseOwner, components: int) -> None:
         self.id = ticket_id
         self.generation = generation
         self.owner = owner
         self.node = bottom
         self.status = TicketStatus.IN_FLIGHT
-        self.full = None
-        self.swa = None
-        self.mamba = None
-        self.full_start = bottom.end
-        self.full_dst = array("i")
-        self.swa_segments = []
+        self.leases = [None] * components
+        self.segments = [None] * components
         self.job = None
-        self.mamba_slots = []
         self.copy = None
         self.joiners = None
+
+    @property
+    def full_start(self) -> int:
+        """Where the Full chain starts: a joiner's covers its node, an SWA/Mamba-only backup's is empty."""
+        segs = self.segments[FULL]
+        if segs:
+            return segs[0][0]
+        return self.node.start if _get(self.leases, FULL) is not None else self.node.end
 
     def __repr__(self) -> str:
         return (

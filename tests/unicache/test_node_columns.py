@@ -7,6 +7,7 @@ from typing import final
 from tests.unicache.conftest import MakeCache
 from tests.unicache.support import SEQ, chain
 from unicache.components.paged import PagedStore
+from unicache.markers import ComponentIndex
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.radix import RadixTree
 
@@ -21,7 +22,7 @@ class IndexerStore(PagedStore[Indexer]):
 
     __slots__ = ()
     marker = Indexer
-    index = 3
+    index = ComponentIndex(3)
     unit = "page"
 
 

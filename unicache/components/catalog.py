@@ -13,7 +13,7 @@ from unicache.components.store import ComponentStore
 from unicache.components.swa import SWAStore
 from unicache.config import CacheConfig
 from unicache.errors import InvalidArgumentError
-from unicache.markers import FULL, MAMBA, SWA_IDX, component_name
+from unicache.markers import FULL, MAMBA, SWA_IDX, ComponentIndex, component_name
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree
@@ -27,26 +27,33 @@ class ComponentSet:
 
     `by_index` holds one store per registered component in eviction-priority
     order (a component the config leaves out gets a store with no slots, so
-    generic loops need no checks); `configured` holds the configured ones.
-    `full`, `swa` and `mamba` are the typed stores the per-component rules
-    call; `has_swa` / `has_mamba` say whether those two are configured.
+    generic loops need no checks); `configured` holds the configured ones:
+    `base` (Full, whose prefix-closed device residency shapes the tree)
+    first, then `aux`, the others. The operations (`unicache/ops/`) use only
+    these. `full`, `swa` and `mamba` are the typed stores that checks,
+    engines and views outside the operations read; `has_swa` / `has_mamba`
+    say whether those two are configured.
     Only configured stores hold per-node columns (`attach` registers them
     with the tree): an unconfigured store's columns hold the null slot only,
     so code reads SWA or Mamba residency only where `has_swa` / `has_mamba`.
     """
 
     __slots__ = (
-        "by_index", "configured", "full", "swa", "mamba", "has_swa", "has_mamba", "_index", "_pin_cols",
+        "by_index", "configured", "base", "aux", "span", "full", "swa", "mamba", "has_swa", "has_mamba", "_index", "_pin_cols",
     )
 
     by_index: tuple[ComponentStore, ...]
     configured: tuple[ComponentStore, ...]
+    base: FullStore
+    aux: tuple[ComponentStore, ...]
+    span: int
+    """One more than the highest configured index: the length of every per-component container."""
     full: FullStore
     swa: SWAStore
     mamba: MambaStore
     has_swa: bool
     has_mamba: bool
-    _index: dict[type, int]
+    _index: dict[type, ComponentIndex]
     _pin_cols: tuple[dict[int, PinSet[Any, Node]], ...]
 
     def __init__(self, config: CacheConfig, pools: PoolSet) -> None:
@@ -59,24 +66,24 @@ class ComponentSet:
                 name = component_name(comp)
                 dev = SlotAllocator(f"{name}.device (not configured)", 0)
                 host = SlotAllocator(f"{name}.host (not configured)", 0)
-            stores.append(store_class(dev, host))
+            store = store_class(dev, host)
+            store.configure(config.page_size, config.swa_window or 0)
+            stores.append(store)
         self.by_index = tuple(stores)
         self.configured = tuple(st for st in stores if st.marker in config.components)
+        self.aux = self.configured[1:]
+        self.span = self.configured[-1].index + 1
         full, swa, mamba = stores[FULL], stores[SWA_IDX], stores[MAMBA]
         assert isinstance(full, FullStore) and isinstance(swa, SWAStore)
         assert isinstance(mamba, MambaStore)
         self.full = full
+        self.base = full
         self.swa = swa
         self.mamba = mamba
         self.has_swa = swa.marker in config.components
         self.has_mamba = mamba.marker in config.components
         self._index = {st.marker: st.index for st in self.configured}
-        cols: list[dict[int, PinSet[Any, Node]]] = [full.pin_sets]
-        if self.has_swa:
-            cols.append(swa.pin_sets)
-        if self.has_mamba:
-            cols.append(mamba.pin_sets)
-        self._pin_cols = tuple(cols)
+        self._pin_cols = tuple(st.pin_sets for st in self.configured)
 
     def attach(self, tree: RadixTree) -> None:
         """Register every configured store's per-node columns with `tree` (which grows and clears them)."""
@@ -93,32 +100,38 @@ class ComponentSet:
         return False
 
     def aux_pinned(self, node: Node) -> bool:
-        """Whether an SWA or Mamba lease pins `node`."""
+        """Whether a lease of a component other than the base pins `node`."""
         slot = node.slot
-        if self.has_swa:
-            p = self.swa.pin_sets.get(slot)
+        for col in self._pin_cols[1:]:
+            p = col.get(slot)
             if p is not None and p:
-                return True
-        if self.has_mamba:
-            m = self.mamba.pin_sets.get(slot)
-            if m is not None and m:
                 return True
         return False
 
     def aux_device_only(self, node: Node) -> bool:
-        """Whether `node` holds SWA pages or a Mamba state on device with no host copy."""
-        slot = node.slot
-        if self.has_mamba:
-            mamba = self.mamba
-            if mamba.dev[slot] >= 0 and mamba.host_col[slot] < 0:
-                return True
-        if self.has_swa:
-            swa = self.swa
-            if swa.dev[slot] is not None and swa.host_col[slot] is None:
+        """Whether `node` holds data of a component other than the base on device with no host copy."""
+        for store in self.aux:
+            if store.device_only(node):
                 return True
         return False
 
-    def index(self, component: type) -> int:
+    def register(self, store: ComponentStore, tree: RadixTree) -> None:
+        """Add a configured component beyond the registry's (a store with its own allocators), lowest in
+        eviction priority; every operation takes it into account from now on."""
+        if store.index != len(self.by_index) or store.marker in self._index:
+            raise InvalidArgumentError(
+                f"component {store.name!r} (index {store.index}) cannot follow {len(self.by_index)} stores"
+            )
+        store.configure(self.base.page_size, 0)
+        self.by_index += (store,)
+        self.configured += (store,)
+        self.aux += (store,)
+        self.span = store.index + 1
+        self._index[store.marker] = store.index
+        self._pin_cols += (store.pin_sets,)
+        tree.register(store.marker, store)
+
+    def index(self, component: type) -> ComponentIndex:
         """The index of a configured component; `InvalidArgumentError` for anything else."""
         i = self._index.get(component)
         if i is not None:

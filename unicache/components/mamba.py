@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 from leases import PinSet
 
-from unicache.components.store import ComponentStore
+from unicache.components.store import ComponentStore, LoadPlan
 from unicache.markers import MAMBA, Mamba
 from unicache.pools.allocator import SlotAllocator
+from unicache.tree.lru import EvictionQueue
 from unicache.tree.node import Node
 
 NONE = -1
@@ -37,6 +39,101 @@ class MambaStore(ComponentStore):
         self.host_col = array("i", (NONE,))
         self.pin_sets = {}
         super().__init__(device, host)
+
+    def on_device(self, node: Node) -> bool:
+        return self.dev[node.slot] >= 0
+
+    def on_host(self, node: Node) -> bool:
+        return self.host_col[node.slot] >= 0
+
+    def gather_device(self, nodes: Sequence[Node]) -> list[int]:
+        dev = self.dev
+        return [dev[x.slot] for x in nodes]
+
+    def gather_host(self, nodes: Sequence[Node]) -> array[int]:
+        host = self.host_col
+        return array("i", [host[x.slot] for x in nodes])
+
+    def segments(self, nodes: Sequence[Node], dst: list[int]) -> list[tuple[int, list[int]]]:
+        """One segment per node, keyed by the node's end (a split leaves the state with the lower part)."""
+        return [(x.end, dst[k : k + 1]) for k, x in enumerate(nodes)]
+
+    def host_segments(self, nodes: Sequence[Node], dst: array[int]) -> list[tuple[int, array[int]]]:
+        return [(x.end, dst[k : k + 1]) for k, x in enumerate(nodes)]
+
+    def covers(self, segments: Sequence[tuple[int, Sequence[int]]], nodes: Sequence[Node]) -> bool:
+        ends = {end for end, _ in segments}
+        return all(x.end in ends for x in nodes)
+
+    def moved(self, slots: int) -> int:
+        return slots
+
+    def match_marks(self, path: Sequence[Node], usable: bytearray, on_device: bytearray) -> None:
+        """A node ends a match only with its state: on device to be used from device, on some tier to be
+        usable after a load-back."""
+        dev = self.dev
+        host = self.host_col
+        for k, node in enumerate(path):
+            slot = node.slot
+            if dev[slot] < 0:
+                on_device[k] = 0
+                if host[slot] < 0:
+                    usable[k] = 0
+
+    def host_need(self, anchor: Node) -> int:
+        """1 when a load-back of `anchor` would move its state."""
+        return 1 if anchor.parent is not None and self.dev[anchor.slot] < 0 else 0
+
+    def load_back_plan(self, anchor: Node, chain: Sequence[Node]) -> LoadPlan:
+        """The anchor's state moves when it is on host only; missing when it is on neither tier."""
+        slot = anchor.slot
+        if self.dev[slot] >= 0:
+            return [], (), ()
+        if self.host_col[slot] < 0:
+            return [], (), (anchor.id,)
+        return [anchor], (anchor,), ()
+
+    def _publish(
+        self, col: array[int], lru: EvictionQueue, bottom: Node, segments: Sequence[tuple[int, Sequence[int]]]
+    ) -> list[int]:
+        """File each segment's state at the node on `bottom`'s path ending there (pushed into `lru` in
+        segment order); returns the slots of nodes that had a state already."""
+        left: list[int] = []
+        taken: list[Node] = []
+        x: Node | None = bottom
+        for end, slots in reversed(segments):
+            while x is not None and x.end > end:
+                x = x.parent
+            if x is not None and x.end == end and col[x.slot] < 0:
+                col[x.slot] = slots[0]
+                taken.append(x)
+            else:
+                left.append(slots[0])
+        left.reverse()
+        for node in reversed(taken):
+            lru.push(node)
+        return left
+
+    def publish_device(self, bottom: Node, segments: Sequence[tuple[int, list[int]]], clock: int) -> int:
+        left = self._publish(self.dev, self.lru_device, bottom, segments)
+        if left:
+            self.device.free(left)
+        return len(left)
+
+    def publish_host(self, bottom: Node, segments: Sequence[tuple[int, array[int]]]) -> int:
+        left = self._publish(self.host_col, self.lru_host, bottom, segments)
+        if left:
+            self.host.free(left)
+        return len(left)
+
+    def adopt_device(self, node: Node, slots: list[int]) -> bool:
+        slot = node.slot
+        if self.dev[slot] < 0:
+            self.dev[slot] = slots[0]
+            self.lru_device.push(node)
+            return True
+        self.device.free(slots)
+        return False
 
     def state_present(self, node: Node) -> bool:
         """Whether the state at `node`'s end exists on device or host (the root needs none)."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 from leases import PinSet
 from mypy_extensions import mypyc_attr
 
-from unicache.components.store import ComponentStore
+from unicache.components.store import ComponentStore, segment_parts
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.node import Node
 
@@ -61,6 +61,87 @@ class PagedStore(ComponentStore, Generic[C]):
     def host_slots(self, node: Node) -> array[int] | None:
         return self.host_col[node.slot]
 
+    def on_device(self, node: Node) -> bool:
+        return self.dev[node.slot] is not None
+
+    def on_host(self, node: Node) -> bool:
+        return self.host_col[node.slot] is not None
+
+    def segments(self, nodes: Sequence[Node], dst: list[int]) -> list[tuple[int, list[int]]]:
+        """One (first token, pages) segment per node."""
+        ps = self.page_size
+        out: list[tuple[int, list[int]]] = []
+        k = 0
+        for x in nodes:
+            w = (x.end - x.start) // ps
+            out.append((x.start, dst[k : k + w]))
+            k += w
+        return out
+
+    def host_segments(self, nodes: Sequence[Node], dst: array[int]) -> list[tuple[int, array[int]]]:
+        ps = self.page_size
+        out: list[tuple[int, array[int]]] = []
+        k = 0
+        for x in nodes:
+            w = (x.end - x.start) // ps
+            out.append((x.start, dst[k : k + w]))
+            k += w
+        return out
+
+    def covers(self, segments: Sequence[tuple[int, Sequence[int]]], nodes: Sequence[Node]) -> bool:
+        ps = self.page_size
+        for x in nodes:
+            if not any(s <= x.start and x.end <= s + len(pages) * ps for s, pages in segments):
+                return False
+        return True
+
+    def moved(self, slots: int) -> int:
+        return slots * self.page_size
+
+    def publish_device(self, bottom: Node, segments: Sequence[tuple[int, list[int]]], clock: int) -> int:
+        dev = self.dev
+        lru = self.lru_device
+        dups = 0
+        for x, k, lo, hi in segment_parts(bottom, segments, self.page_size):
+            part = segments[k][1][lo:hi]
+            if dev[x.slot] is None:
+                dev[x.slot] = part
+                lru.push(x)
+            else:
+                self.device.free(part)
+                dups += len(part)
+        return dups
+
+    def publish_host(self, bottom: Node, segments: Sequence[tuple[int, array[int]]]) -> int:
+        host = self.host_col
+        lru = self.lru_host
+        dups = 0
+        for x, k, lo, hi in segment_parts(bottom, segments, self.page_size):
+            part = segments[k][1][lo:hi]
+            if host[x.slot] is None:
+                host[x.slot] = part
+                lru.push(x)
+            else:
+                self.host.free(part)
+                dups += len(part)
+        return dups
+
+    def adopt_device(self, node: Node, slots: list[int]) -> bool:
+        slot = node.slot
+        if self.dev[slot] is None:
+            self.dev[slot] = slots
+            self.lru_device.push(node)
+            return True
+        self.device.free(slots)
+        return False
+
+    def file_split(self, upper: Node) -> None:
+        """A new upper fragment holding pages is filed in the heaps of the tiers it holds them on."""
+        if self.dev[upper.slot] is not None:
+            self.lru_device.push(upper)
+        if self.host_col[upper.slot] is not None:
+            self.lru_host.push(upper)
+
     def host_list(self, node: Node) -> list[int] | None:
         """The node's host pages as a list (a copy of the compact array), or None."""
         pages = self.host_col[node.slot]
@@ -74,7 +155,7 @@ class PagedStore(ComponentStore, Generic[C]):
         """Record `pages` as the node's host pages."""
         self.host_col[node.slot] = pages
 
-    def gather_device(self, nodes: Iterable[Node]) -> list[int]:
+    def gather_device(self, nodes: Sequence[Node]) -> list[int]:
         """The device pages of `nodes` concatenated (each must hold some)."""
         dev = self.dev
         out: list[int] = []
@@ -84,7 +165,7 @@ class PagedStore(ComponentStore, Generic[C]):
             out += pages
         return out
 
-    def gather_host(self, nodes: Iterable[Node]) -> array[int]:
+    def gather_host(self, nodes: Sequence[Node]) -> array[int]:
         """The host pages of `nodes` concatenated, compact (each must hold some)."""
         host = self.host_col
         out = array("i")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from unicache.components.paged import PagedStore
+from unicache.components.store import LoadPlan
 from unicache.markers import SWA, SWA_IDX
 from unicache.tree.node import Node
 
@@ -25,10 +28,55 @@ def window_nodes(end_node: Node, window: int) -> list[Node]:
 class SWAStore(PagedStore[SWA]):
     """Sliding-window KV: pages like Full, but a path only needs its last `swa_window` tokens."""
 
-    __slots__ = ()
+    __slots__ = ("window",)
     marker = SWA
     index = SWA_IDX
     unit = "page"
+
+    window: int
+
+    def configure(self, page_size: int, window: int) -> None:
+        super().configure(page_size, window)
+        self.window = window
+
+    def lock_nodes(self, end: Node) -> Sequence[Node]:
+        """The window: every node holding one of the path's last `window` tokens."""
+        return window_nodes(end, self.window)
+
+    def match_marks(self, path: Sequence[Node], usable: bytearray, on_device: bytearray) -> None:
+        """A node ends a match when no node missing SWA (on that tier) holds a token of its window."""
+        dev = self.dev
+        host = self.host_col
+        w = self.window
+        run_any = run_dev = 0
+        for k, node in enumerate(path):
+            slot = node.slot
+            if dev[slot] is None:
+                run_dev = node.end
+                if host[slot] is None:
+                    run_any = node.end
+            lower = node.end - w
+            if run_any > lower and run_any != 0:
+                usable[k] = 0
+            if run_dev > lower and run_dev != 0:
+                on_device[k] = 0
+
+    def host_need(self, anchor: Node) -> int:
+        """The window tokens of `anchor` not on device."""
+        dev = self.dev
+        return sum(x.end - x.start for x in window_nodes(anchor, self.window) if dev[x.slot] is None)
+
+    def load_back_plan(self, anchor: Node, chain: Sequence[Node]) -> LoadPlan:
+        """The window nodes without device pages move (root first); the lease pins the whole window."""
+        win = window_nodes(anchor, self.window)
+        dev = self.dev
+        host = self.host_col
+        lost = tuple(x.id for x in win if dev[x.slot] is None and host[x.slot] is None)
+        if lost:
+            return [], (), lost
+        move = [x for x in win if dev[x.slot] is None]
+        move.reverse()
+        return move, win, ()
 
     def window_present(self, end_node: Node, window: int) -> tuple[bool, bool]:
         """(every window node has SWA on device or host, every window node has SWA on device)."""

@@ -1,4 +1,4 @@
-"""`HostEvictor`: host-only Full leaves and host SWA/Mamba states, LRU, never a pinned one."""
+"""`HostEvictor`: host-only base leaves and other components' host data, LRU, never a pinned one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from array import array
 
 from unicache.components.catalog import ComponentSet
 from unicache.counters import CacheCounters
-from unicache.markers import FULL
+from unicache.components.store import ComponentStore
+from unicache.markers import ComponentIndex
 from unicache.ops.blocked import BlockLog
 from unicache.ops.reclaim import DuplicateReclaimer
 from unicache.ops.removal import NodeRemoval
@@ -34,7 +35,7 @@ class HostEvictor:
         self._blocks = blocks
         self._write_back = write_back
 
-    def alloc(self, i: int, n: int) -> array[int] | None:
+    def alloc(self, i: ComponentIndex, n: int) -> array[int] | None:
         """`n` host slots of component index `i`, evicting host data on shortfall; None if it cannot."""
         alloc = self._components.by_index[i].host
         got = alloc.alloc_compact(n)
@@ -43,18 +44,19 @@ class HostEvictor:
             got = alloc.alloc_compact(n)
         return got
 
-    def evict(self, i: int, n: int) -> int:
+    def evict(self, i: ComponentIndex, n: int) -> int:
         """Free at least `n` host pages/slots of component index `i` if unpinned data allows."""
         if n <= 0:
             return 0
-        if i != FULL:
-            return self._evict_aux(i, n)
-        freed = self._reclaimer.reclaim(n) if self._write_back else 0
         comps = self._components
-        full = comps.full
-        heap = full.lru_host
-        fdev = full.dev
-        fhost = full.host_col
+        store = comps.by_index[i]
+        base = comps.base
+        if store is not base:
+            return self._evict_other(store, n)
+        freed = self._reclaimer.reclaim(n) if self._write_back else 0
+        heap = base.lru_host
+        base_dev = base.dev
+        base_host = base.host_col
         c = self._counters
         removal = self._removal
         blocked: list[Node] = []
@@ -63,17 +65,17 @@ class HostEvictor:
             if node is None:
                 break
             slot = node.slot
-            if not slot or fdev[slot] is not None or node.children:
+            if not slot or base_dev[slot] is not None or node.children:
                 continue
-            hf = fhost[slot]
-            if hf is None:
+            pages = base_host[slot]
+            if pages is None:
                 continue
             if comps.pinned(node):
                 blocked.append(node)
-                self._blocks.note(node, "Full", "host")
+                self._blocks.note(node, base.name, "host")
                 continue
-            freed += len(hf)
-            c.host_pages_evicted += len(hf)
+            freed += len(pages)
+            c.host_pages_evicted += len(pages)
             c.host_evictions += 1
             removal.free_node(node)
             removal.remove_leaf(node)
@@ -84,9 +86,8 @@ class HostEvictor:
             heap.push(b)
         return freed
 
-    def _evict_aux(self, i: int, n: int) -> int:
-        """Free host SWA pages or Mamba states, LRU, never a pinned one (its component's pins only)."""
-        store = self._components.by_index[i]
+    def _evict_other(self, store: ComponentStore, n: int) -> int:
+        """Free host data of a component other than the base, LRU, never a pinned one (its own pins only)."""
         heap = store.lru_host
         c = self._counters
         freed = 0

@@ -1,13 +1,14 @@
-"""`Inserter`: a computed sequence's slots move into the tree (new or un-evicted nodes, Mamba)."""
+"""`Inserter`: a computed sequence's slots move into the tree (new or un-evicted nodes, the end state)."""
 
 from __future__ import annotations
 
 from typing import NoReturn
 
 from unicache.components.catalog import ComponentSet
+from unicache.components.store import ComponentStore
 from unicache.counters import CacheCounters
 from unicache.errors import InvalidArgumentError, InvalidSlotError
-from unicache.markers import MAMBA, Mamba
+from unicache.markers import component_name
 from unicache.ops.backup import BackupScheduler
 from unicache.ops.room import DeviceRoom
 from unicache.pools.allocator import SlotAllocator
@@ -62,66 +63,68 @@ class Inserter:
 
     def insert(
         self,
-        tb: bytes,
-        fs: list[int],
+        key: bytes,
         start: int,
-        ss: list[int] | None,
-        mamba_slot: int | None,
-        mamba_donate: bool,
+        pages: list[list[int] | None],
+        state_store: ComponentStore,
+        state_slot: int | None,
+        donate: bool,
     ) -> InsertResult:
-        """Cache the sequence with key bytes `tb`; every slot passed moves to the cache.
+        """Cache the sequence with key bytes `key`; every slot passed moves to the cache.
 
-        Call `take_request_slots` first (it validates and takes `fs`/`ss` over).
-        The first `start` tokens must already be on device along the tree path
-        (the request's locked prefix); `fs`/`ss` are the request's pages for
-        the rest. See docs/cache.md for the Mamba modes.
+        Call `take_request_slots` first (it validates and takes the pages
+        over). `pages[i]` holds component `i`'s pages for the tokens after
+        `start` (None: that component gets none); `state_slot`, a state of
+        `state_store` for the sequence's end. The first `start` tokens must
+        already be on device along the tree path (the request's locked
+        prefix). Each store files what it takes (`adopt_device`). See
+        docs/cache.md for the state modes.
         """
         ps = self._ps
         tree = self._tree
         tw = tree.token_bytes
-        n = len(tb) // tw
-        if mamba_slot is not None and mamba_donate:
-            self._components.mamba.device.adopt((mamba_slot,))
-        fd = self._components.full.device
-        clk = self._tree.tick()
-        node = self._tree.root
+        n = len(key) // tw
+        if state_slot is not None and donate:
+            state_store.device.adopt((state_slot,))
+        comps = self._components
+        base = comps.base
+        base_pages = pages[base.component_index]
+        assert base_pages is not None
+        base_dev = base.dev
+        others: list[tuple[ComponentStore, list[int]]] = []
+        for store in comps.aux:
+            given = pages[store.component_index]
+            if given is not None:
+                others.append((store, given))
+        clk = tree.tick()
+        node = tree.root
         pos = 0
         new_tokens = unevicted = dup = 0
         missing = False
         path: list[Node] = []
-        full = self._components.full
-        lru_full = full.lru_device
-        dups = full.dups
-        fdev = full.dev
-        fhost = full.host_col
-        swa = self._components.swa
-        sdev = swa.dev
         w = tree.page_bytes
         while pos < n:
             pb = pos * tw
-            child = node.children.get(tb[pb : pb + w])
+            child = node.children.get(key[pb : pb + w])
             if child is None:
                 if pos < start:
                     missing = True
                     break
-                leaf = tree.add_leaf(node, tb[pb:])
+                leaf = tree.add_leaf(node, key[pb:])
                 i = (pos - start) // ps
-                fdev[leaf.slot] = fs[i:] if i else fs
-                node.dev_children += 1
                 leaf.last_access = clk
                 leaf.hits = 1
-                lru_full.push(leaf)
-                if ss is not None:
-                    sdev[leaf.slot] = ss[i:] if i else ss
-                    swa.lru_device.push(leaf)
+                base.adopt_device(leaf, base_pages[i:] if i else base_pages)
+                for store, given in others:
+                    store.adopt_device(leaf, given[i:] if i else given)
                 new_tokens += n - pos
                 path.append(leaf)
                 node = leaf
                 pos = n
                 break
             klen = child.end - child.start
-            if not tb.startswith(child.kb, pb):
-                klen = common_pages(tb[pb:], child.kb, w) // tw
+            if not key.startswith(child.kb, pb):
+                klen = common_pages(key[pb:], child.kb, w) // tw
                 child = tree.split(child, klen)
             if pos < start < pos + klen:
                 klen = start - pos
@@ -129,57 +132,44 @@ class Inserter:
             child.last_access = clk
             child.hits += 1
             path.append(child)
-            slot = child.slot
             if pos < start:
-                if fdev[slot] is None:
+                if base_dev[child.slot] is None:
                     missing = True
                     break
             else:
                 i = (pos - start) // ps
                 j = i + klen // ps
-                if fdev[slot] is None:
-                    fdev[slot] = fs[i:j]
-                    node.dev_children += 1
+                if base.adopt_device(child, base_pages[i:j]):
                     unevicted += klen
-                    lru_full.push(child)
-                    if fhost[slot] is not None:
-                        dups[child.id] = child
                 else:
-                    fd.free(fs[i:j])
                     dup += j - i
-                if ss is not None:
-                    if sdev[slot] is None:
-                        sdev[slot] = ss[i:j]
-                        swa.lru_device.push(child)
-                    else:
-                        swa.device.free(ss[i:j])
+                for store, given in others:
+                    store.adopt_device(child, given[i:j])
             node = child
             pos += klen
         c = self._counters
         c.inserts += 1
         if missing:
-            fd.free(fs)
-            if ss is not None:
-                sd = self._components.swa.device
-                sd.free(ss)
-            if mamba_slot is not None and mamba_donate:
-                md = self._components.mamba.device
-                md.free([mamba_slot])
+            base.device.free(base_pages)
+            for store, given in others:
+                store.device.free(given)
+            if state_slot is not None and donate:
+                state_store.device.free([state_slot])
             c.prefix_missing += 1
             return InsertResult(node, 0, 0, 0, "none", True)
         c.inserted_tokens += new_tokens
         c.unevicted_tokens += unevicted
         c.duplicate_pages_freed += dup
         outcome: MambaOutcome = "none"
-        if mamba_slot is not None:
-            outcome = self._insert_mamba(node, mamba_slot, mamba_donate)
+        if state_slot is not None:
+            outcome = self._insert_state(state_store, node, state_slot, donate)
         if not self._write_back and path:
             backups = self._backups
             thr = self._wt_threshold
             for x in reversed(path):
                 if x.hits >= thr:
-                    if fhost[x.slot] is None:
-                        if not backup_in_flight(full.pins(x)):
+                    if not base.on_host(x):
+                        if not backup_in_flight(base.pins(x)):
                             backups.back_up_chain(backups.unbacked_chain(x))
                     else:
                         backups.back_up_new_aux(x)
@@ -190,11 +180,11 @@ class Inserter:
         self,
         n: int,
         start: int,
-        fs: list[int],
-        ss: list[int] | None,
-        mamba_slot: int | None,
+        pages: list[list[int] | None],
+        state_store: ComponentStore,
+        state_slot: int | None,
     ) -> None:
-        """Validate an insert's arguments, then take the request's Full and SWA pages over.
+        """Validate an insert's arguments, then take the request's pages over (every component's).
 
         Raises (changing nothing) on a bad argument, or on pages the request
         does not own or lists twice.
@@ -208,59 +198,62 @@ class Inserter:
             raise InvalidArgumentError(
                 f"insert: start {start} must be a page-aligned position in [0, {n}]"
             )
-        pages = (n - start) // ps
-        if len(fs) != pages:
-            raise InvalidArgumentError(
-                f"insert: {len(fs)} Full pages given for {n - start} tokens ({pages} pages)"
-            )
-        if self._components.has_swa:
-            if ss is None or len(ss) != pages:
+        count = (n - start) // ps
+        comps = self._components
+        taking: list[tuple[ComponentStore, list[int]]] = []
+        for i, given in enumerate(pages):
+            if given is None:
+                continue
+            store = comps.by_index[i]
+            if store not in comps.configured:
                 raise InvalidArgumentError(
-                    f"insert: SWA is enabled; swa_slots must give {pages} pages, got "
-                    f"{None if ss is None else len(ss)}"
+                    f"insert: {component_name(store.component_marker)}_slots given but {store.name} is not enabled"
                 )
-        elif ss is not None:
-            raise InvalidArgumentError("insert: swa_slots given but SWA is not enabled")
-        if mamba_slot is not None:
-            if not self._components.has_mamba:
-                raise InvalidArgumentError("insert: mamba_slot given but Mamba is not enabled")
-            md = self._components.mamba.device
-            if not md.is_lent(mamba_slot):
+            if len(given) != count:
+                raise InvalidArgumentError(
+                    f"insert: {len(given)} {store.name} pages given for {n - start} tokens ({count} pages)"
+                )
+            taking.append((store, given))
+        if state_slot is not None:
+            if state_store not in comps.configured:
+                raise InvalidArgumentError(
+                    f"insert: {component_name(state_store.component_marker)}_slot given but {state_store.name} "
+                    "is not enabled"
+                )
+            device = state_store.device
+            if not device.is_lent(state_slot):
                 raise InvalidSlotError(
-                    md.name, [mamba_slot], "is not a request-owned Mamba slot (alloc_device)"
+                    device.name, [state_slot],
+                    f"is not a request-owned {state_store.name} slot (alloc_device)",
                 )
-        fd = self._components.full.device
-        if not fd.adopt(fs):
-            _not_lent(fd, fs)
-        if ss is not None:
-            sd = self._components.swa.device
-            if not sd.adopt(ss):
-                fd.relend(fs)
-                _not_lent(sd, ss)
+        for k, (store, given) in enumerate(taking):
+            if not store.device.adopt(given):
+                for done, taken in taking[:k]:
+                    done.device.relend(taken)
+                _not_lent(store.device, given)
 
-
-    def _insert_mamba(self, node: Node, slot: int, donate: bool) -> MambaOutcome:
-        mamba = self._components.mamba
-        md = mamba.device
+    def _insert_state(self, store: ComponentStore, node: Node, slot: int, donate: bool) -> MambaOutcome:
+        """File the sequence's end state: donated, copied into a slot of the cache's, or a duplicate."""
+        device = store.device
         c = self._counters
-        if node.parent is None or mamba.device_state(node) is not None:
+        if node.parent is None or store.on_device(node):
             if donate:
-                md.free([slot])
+                device.free([slot])
             if node.parent is not None:
-                c.mamba_duplicates += 1
-                self._reasons.note(Reason("insert", ReasonKind.DUPLICATE, "mamba", (node.id,), free=int(donate)))
+                c.count_state_duplicate(store.component_index)
+                self._reasons.note(
+                    Reason("insert", ReasonKind.DUPLICATE, component_name(store.component_marker), (node.id,), free=int(donate))
+                )
                 return "duplicate"
             return "none"
         if donate:
-            mamba.set_device_state(node, slot)
-            mamba.lru_device.push(node)
+            store.adopt_device(node, [slot])
             return "donated"
-        got = self._room.alloc(MAMBA, 1)
+        got = self._room.alloc(store.component_index, 1)
         if got is None:
-            c.mamba_skipped += 1
-            self._reasons.note(self._room.no_room_reason("insert", MAMBA, 1, (node.id,)))
+            c.count_state_skipped(store.component_index)
+            self._reasons.note(self._room.no_room_reason("insert", store.component_index, 1, (node.id,)))
             return "skipped"
-        self._pools.copy(CopyOp(Mamba, Tier.DEVICE, Tier.DEVICE, [slot], got))
-        mamba.set_device_state(node, got[0])
-        mamba.lru_device.push(node)
+        self._pools.copy(CopyOp(store.component_marker, Tier.DEVICE, Tier.DEVICE, [slot], got))
+        store.adopt_device(node, got)
         return "copied"

@@ -1,5 +1,7 @@
 """`LoadBacks`: load-backs (host to device): leases first, then device pages, published only at the ack.
 
+What moves of each component, and how it is published at the ack, is that
+component store's share (`load_back_plan`, `segments`, `publish_device`).
 A load-back whose data is already being copied by a live load-back of the
 same anchor joins that copy (its own leases, no pages, no job) and is
 settled by the same ack.
@@ -11,27 +13,20 @@ from __future__ import annotations
 from leases import Borrowed, LeaseLedger
 
 from unicache.components.catalog import ComponentSet
-from unicache.components.swa import window_nodes
+from unicache.components.store import ComponentStore, LoadPlan
 from unicache.counters import CacheCounters
-from unicache.markers import FULL, MAMBA, SWA, SWA_IDX, Full, Mamba
+from unicache.markers import component_name
 from unicache.ops.ack_log import AckLog
 from unicache.ops.room import DeviceRoom
 from unicache.owners import LeaseOwner, OwnerKind
 from unicache.reasons import Reason, ReasonKind, ReasonLog
 from unicache.results import Completion, TicketStatus
 from unicache.ticket_table import TicketTable
-from unicache.tickets import LoadBack, LoadBackTicket, Segment, TicketRecord, segment_parts
+from unicache.tickets import LoadBack, LoadBackTicket, TicketRecord
 from unicache.transfer.base import Ack, CopyOp, JobKind, Tier, TransferEngine, TransferJob
 from unicache.tree.node import Node
 from unicache.tree.pins import owned_by
 from unicache.tree.radix import RadixTree
-
-
-def _segments_cover(segments: list[Segment], nodes: list[Node], ps: int) -> bool:
-    for x in nodes:
-        if not any(s <= x.start and x.end <= s + len(pages) * ps for s, pages in segments):
-            return False
-    return True
 
 
 class LoadBacks:
@@ -83,179 +78,108 @@ class LoadBacks:
             self._reasons.note(Reason("load_back", ReasonKind.ROOT, nodes=(anchor.id,)))
             return None
         comps = self._components
-        full = comps.full
-        swa = comps.swa
-        mamba = comps.mamba
-        chain, top = full.evicted_chain(anchor)
-        win: list[Node] = []
-        swa_move: list[Node] = []
-        if comps.has_swa:
-            win = window_nodes(anchor, self._window)
-            sdev = swa.dev
-            shost = swa.host_col
-            lost = [x.id for x in win if sdev[x.slot] is None and shost[x.slot] is None]
-            if lost:
+        base = comps.base
+        plan = base.load_back_plan(anchor, ())
+        chain = plan[0]
+        moving: list[tuple[ComponentStore, LoadPlan]] = [(base, plan)] if chain else []
+        for store in comps.aux:
+            p = store.load_back_plan(anchor, chain)
+            missing = p[2]
+            if missing:
                 c.load_backs_refused += 1
-                self._reasons.note(Reason("load_back", ReasonKind.MISSING_STATE, "swa", tuple(lost)))
+                self._reasons.note(
+                    Reason("load_back", ReasonKind.MISSING_STATE, component_name(store.component_marker), missing)
+                )
                 return None
-            swa_move = [x for x in win if sdev[x.slot] is None]
-            swa_move.reverse()
-        mamba_move = False
-        if comps.has_mamba and mamba.device_state(anchor) is None:
-            if mamba.host_state(anchor) is None:
-                c.load_backs_refused += 1
-                self._reasons.note(Reason("load_back", ReasonKind.MISSING_STATE, "mamba", (anchor.id,)))
-                return None
-            mamba_move = True
-        if not chain and not swa_move and not mamba_move:
+            if p[0]:
+                moving.append((store, p))
+        if not moving:
             c.load_backs_noop += 1
             self._reasons.note(Reason("load_back", ReasonKind.NOTHING_TO_MOVE, nodes=(anchor.id,)))
             return None
         copy = None
         if comps.pinned(anchor):
-            copy = self._copy_in_flight(anchor, chain, swa_move, mamba_move)
+            copy = self._copy_in_flight(anchor, moving)
         tid = self._tickets.issue()
         owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
-        ticket = LoadBack(tid, self._ledger.epoch, anchor, owner)
         ledger = self._ledger
-        if chain:
-            scope = chain + [top] if top.parent is not None else chain
-            ticket.full = ledger.acquire(Full, owner=owner, pins=tuple(full.pin_set(x) for x in scope))
-        if swa_move:
-            ticket.swa = ledger.acquire(SWA, owner=owner, pins=tuple(swa.pin_set(x) for x in win))
-        if mamba_move:
-            ticket.mamba = ledger.acquire(Mamba, owner=owner, pins=(mamba.pin_set(anchor),))
+        ticket = LoadBack(tid, ledger.epoch, anchor, owner, comps.span)
+        leases = ticket.leases
+        for store, p in moving:
+            leases[store.component_index] = ledger.acquire(
+                store.component_marker, owner=owner, pins=store.pin_sets_of(p[1])
+            )
         if copy is not None:
             return self._join(ticket, copy)
         copies: list[CopyOp] = []
-        full_dst: list[int] | None = []
-        swa_dst: list[int] | None = []
-        mamba_dst: list[int] | None = []
-        full_n = swa_n = 0
-        if chain:
-            src = full.gather_host(chain)
-            full_n = len(src)
-            full_dst = self._room.alloc(FULL, full_n)
-            if full_dst is not None:
-                copies.append(CopyOp(Full, Tier.HOST, Tier.DEVICE, src, full_dst))
-                ticket.full_start = chain[0].start
-                ticket.full_dst = full_dst
-                ticket.full_tokens = anchor.end - chain[0].start
-        if swa_move and full_dst is not None:
-            ssrc = swa.gather_host(swa_move)
-            swa_n = len(ssrc)
-            swa_dst = self._room.alloc(SWA_IDX, swa_n)
-            if swa_dst is not None:
-                copies.append(CopyOp(SWA, Tier.HOST, Tier.DEVICE, ssrc, swa_dst))
-                segs: list[Segment] = []
-                k = 0
-                for x in swa_move:
-                    w = (x.end - x.start) // self._ps
-                    segs.append((x.start, swa_dst[k : k + w]))
-                    k += w
-                ticket.swa_segments = segs
-                ticket.swa_tokens = len(ssrc) * self._ps
-        if mamba_move and full_dst is not None and swa_dst is not None:
-            mamba_dst = self._room.alloc(MAMBA, 1)
-            if mamba_dst is not None:
-                hm = mamba.host_state(anchor)
-                assert hm is not None
-                copies.append(CopyOp(Mamba, Tier.HOST, Tier.DEVICE, [hm], mamba_dst))
-                ticket.mamba_dst = mamba_dst[0]
-                ticket.mamba_moved = True
-        if full_dst is None or swa_dst is None or mamba_dst is None:
-            i = FULL if full_dst is None else SWA_IDX if swa_dst is None else MAMBA
-            needed = full_n if full_dst is None else swa_n if swa_dst is None else 1
-            self._reasons.note(self._room.no_room_reason("load_back", i, needed, (anchor.id,)))
-            if full_dst:
-                self._components.full.device.free(full_dst)
-            if swa_dst:
-                sd = self._components.swa.device
-                sd.free(swa_dst)
-            ticket.status = TicketStatus.FAILED
-            ticket.close()
-            c.load_backs_refused += 1
-            return None
+        room = self._room
+        segments = ticket.segments
+        moved = ticket.moved
+        for store, p in moving:
+            move = p[0]
+            src = store.gather_host(move)
+            dst = room.alloc(store.component_index, len(src))
+            if dst is None:
+                self._reasons.note(room.no_room_reason("load_back", store.component_index, len(src), (anchor.id,)))
+                for st, _ in moving:
+                    done = segments[st.component_index]
+                    if done is not None:
+                        for _, pages in done:
+                            st.device.free(pages)
+                ticket.status = TicketStatus.FAILED
+                ticket.close()
+                c.load_backs_refused += 1
+                return None
+            copies.append(CopyOp(store.component_marker, Tier.HOST, Tier.DEVICE, src, dst))
+            segments[store.component_index] = store.segments(move, dst)
+            moved[store.component_index] = store.moved(len(src))
         job = TransferJob(tid, ticket.generation, JobKind.LOAD_BACK, tuple(copies))
         ticket.job = job
         c.load_backs += 1
-        c.load_back_full_tokens += ticket.full_tokens
-        c.load_back_swa_tokens += ticket.swa_tokens
-        c.load_back_mamba += mamba_move
+        for store, _ in moving:
+            c.count_load_back(store.component_index, moved[store.component_index])
         claim = LoadBackTicket(ticket)
         self._tickets.add(ticket)
         self._engine.submit(job)
         return claim
 
-
     def settle(self, t: LoadBack, ok: bool) -> list[Borrowed[TicketRecord]]:
         """Publish (or, failed, free) what `t`'s copy moved; settle `t` and every joiner of it.
 
-        Returns the joiners, settled with the same outcome.
+        Each store publishes its own segments (`publish_device`). Returns the
+        joiners, settled with the same outcome.
         """
-        ps = self._ps
-        fd = self._components.full.device
+        c = self._counters
         anchor = t.node
+        clock = self._tree.clock
+        by_index = self._components.by_index
+        for i, segs in enumerate(t.segments):
+            if segs is None:
+                continue
+            store = by_index[i]
+            if ok:
+                dups = store.publish_device(anchor, segs, clock)
+                if dups:
+                    c.count_load_back_duplicates(store.component_index, dups)
+            else:
+                device = store.device
+                for _, pages in segs:
+                    device.free(pages)
         if ok:
-            clk = self._tree.clock
-            if t.full_dst:
-                fs = t.full_start
-                dst = t.full_dst
-                lru = self._components.full.lru_device
-                full = self._components.full
-                fdev = full.dev
-                fhost = full.host_col
-                x: Node | None = anchor
-                while x is not None and x.start >= fs and x.parent is not None:
-                    pages = dst[(x.start - fs) // ps : (x.end - fs) // ps]
-                    slot = x.slot
-                    if fdev[slot] is None:
-                        fdev[slot] = pages
-                        x.parent.dev_children += 1
-                        x.last_access = clk
-                        lru.push(x)
-                        if fhost[slot] is not None:
-                            full.note_duplicate(x)
-                    else:
-                        fd.free(pages)
-                        self._counters.load_back_duplicate_pages += len(pages)
-                    x = x.parent
-            if t.swa_segments:
-                self._publish_swa_device(anchor, t.swa_segments)
-            if t.mamba_dst is not None:
-                mamba = self._components.mamba
-                md = mamba.device
-                if mamba.device_state(anchor) is None:
-                    mamba.set_device_state(anchor, t.mamba_dst)
-                    mamba.lru_device.push(anchor)
-                else:
-                    md.free([t.mamba_dst])
-                    self._counters.load_back_duplicate_mamba += 1
-                    self._counters.mamba_duplicates += 1
             t.status = TicketStatus.DONE
         else:
-            if t.full_dst:
-                fd.free(t.full_dst)
-            if t.swa_segments:
-                sd = self._components.swa.device
-                for _, pages in t.swa_segments:
-                    sd.free(pages)
-            if t.mamba_dst is not None:
-                md = self._components.mamba.device
-                md.free([t.mamba_dst])
             t.status = TicketStatus.FAILED
-            self._counters.load_backs_failed += 1
+            c.load_backs_failed += 1
         joiners = list(t.joiners or ())
         for j in joiners:
             j.status = t.status
             if not ok:
-                self._counters.load_backs_failed += 1
+                c.load_backs_failed += 1
         t.close()
         return joiners
 
-
     def _copy_in_flight(
-        self, anchor: Node, chain: list[Node], swa_move: list[Node], mamba_move: bool
+        self, anchor: Node, moving: list[tuple[ComponentStore, LoadPlan]]
     ) -> Borrowed[LoadBack] | None:
         """A live load-back of `anchor` whose copy moves everything this one needs, if any.
 
@@ -273,15 +197,16 @@ class LoadBacks:
             t = tickets.load_back(owner.id)
             if t is None or t.node is not anchor:
                 continue
-            if chain and (not t.full_dst or t.full_start > chain[0].start):
-                continue
-            if swa_move and not _segments_cover(t.swa_segments, swa_move, self._ps):
-                continue
-            if mamba_move and t.mamba_dst is None:
-                continue
-            return t
+            segments = t.segments
+            covered = True
+            for store, p in moving:
+                segs = segments[store.component_index] if store.component_index < len(segments) else None
+                if segs is None or not store.covers(segs, p[0]):
+                    covered = False
+                    break
+            if covered:
+                return t
         return None
-
 
     def _join(self, ticket: LoadBack, copy: Borrowed[LoadBack]) -> LoadBackTicket:
         """Ride on `copy`: no pages, no bytes; settled by `copy`'s ack (its leases are its own).
@@ -290,9 +215,7 @@ class LoadBacks:
         ticket borrows it.
         """
         ticket.copy = copy
-        ticket.full_tokens = copy.full_tokens
-        ticket.swa_tokens = copy.swa_tokens
-        ticket.mamba_moved = copy.mamba_moved
+        ticket.moved = list(copy.moved)
         c = self._counters
         c.load_backs += 1
         c.load_back_joins += 1
@@ -301,21 +224,6 @@ class LoadBacks:
             copy.joiners = []
         copy.joiners.append(ticket)
         return claim
-
-
-    def _publish_swa_device(self, bottom: Node, segments: list[Segment]) -> None:
-        """Give each node inside a segment its device SWA pages (or free them if it has some)."""
-        swa = self._components.swa
-        sd = swa.device
-        lru = swa.lru_device
-        sdev = swa.dev
-        for x, part in segment_parts(bottom, segments, self._ps):
-            if sdev[x.slot] is None:
-                sdev[x.slot] = part
-                lru.push(x)
-            else:
-                sd.free(part)
-                self._counters.load_back_duplicate_swa_pages += len(part)
 
     def on_ack(self, ack: Ack, out: list[Completion]) -> bool:
         """Settle the live load-back `ack` names and its joiners (appending their completions);

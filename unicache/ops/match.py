@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from unicache.components.catalog import ComponentSet
-from unicache.components.swa import window_nodes
 from unicache.counters import CacheCounters
-from unicache.results import MatchResult
+from unicache.results import MatchResult, match_result
 from unicache.tree.keys import encode_tokens
 from unicache.tree.radix import RadixTree
 
@@ -15,7 +14,7 @@ from unicache.tree.radix import RadixTree
 class Matcher:
     """Walks the tree for a request's tokens and says what is on device and what a load-back adds."""
 
-    __slots__ = ("_tree", "_components", "_counters", "_ps", "_tw", "_swa", "_window", "_mamba", "_lb_threshold")
+    __slots__ = ("_tree", "_components", "_counters", "_ps", "_tw", "_lb_threshold")
 
     def __init__(
         self,
@@ -23,7 +22,6 @@ class Matcher:
         components: ComponentSet,
         counters: CacheCounters,
         page_size: int,
-        window: int,
         load_back_threshold: int,
     ) -> None:
         self._tree = tree
@@ -31,87 +29,66 @@ class Matcher:
         self._counters = counters
         self._ps = page_size
         self._tw = tree.token_bytes
-        self._swa = components.has_swa
-        self._window = window
-        self._mamba = components.has_mamba
         self._lb_threshold = load_back_threshold
 
     def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
-        """Longest cached prefix of `tokens` (whole pages), on device and after a load-back."""
+        """Longest cached prefix of `tokens` (whole pages), on device and after a load-back.
+
+        The base decides how far the path is on device; every other store
+        marks the path nodes that cannot end a match for it (`match_marks`)
+        and says what a load-back would move of it (`host_need`).
+        """
         tw = self._tw
-        tb = encode_tokens(tokens, tw)
-        n = len(tb) // tw
+        key = encode_tokens(tokens, tw)
+        n = len(key) // tw
         n -= n % self._ps
-        _, matched, path = self._tree.walk(tb, n)
+        _, matched, path = self._tree.walk(key, n)
         clk = self._tree.tick()
         root = self._tree.root
         dev_node = anchor = root
         frontier = 0
-        swa = self._swa
-        mamba = self._mamba
         comps = self._components
-        fdev = comps.full.dev
-        if not swa and not mamba:
+        others = comps.aux
+        base_dev = comps.base.dev
+        if not others:
             for node in path:
                 node.last_access = clk
                 node.hits += 1
-                if fdev[node.slot] is not None:
+                if base_dev[node.slot] is not None:
                     dev_node = node
             if path:
                 anchor = path[-1]
             frontier = dev_node.end
         else:
-            w = self._window
-            run_any = run_dev = 0
-            full_dev = True
-            sdev = comps.swa.dev
-            shost = comps.swa.host_col
-            mdev = comps.mamba.dev
-            mhost = comps.mamba.host_col
-            for node in path:
+            usable = bytearray(b"\x01") * len(path)
+            on_device = bytearray(usable)
+            for store in others:
+                store.match_marks(path, usable, on_device)
+            base_on_device = True
+            for k, node in enumerate(path):
                 node.last_access = clk
                 node.hits += 1
-                slot = node.slot
-                if fdev[slot] is None:
-                    full_dev = False
+                if base_dev[node.slot] is None:
+                    base_on_device = False
                 else:
                     frontier = node.end
-                lower = node.end - w
-                if swa:
-                    if sdev[slot] is None:
-                        run_dev = node.end
-                        if shost[slot] is None:
-                            run_any = node.end
-                    ok_any = run_any <= lower or run_any == 0
-                    ok_dev = run_dev <= lower or run_dev == 0
-                else:
-                    ok_any = ok_dev = True
-                if mamba:
-                    if mdev[slot] < 0:
-                        ok_dev = False
-                        if mhost[slot] < 0:
-                            ok_any = False
-                if ok_any:
+                if usable[k]:
                     anchor = node
-                    if ok_dev and full_dev:
+                    if on_device[k] and base_on_device:
                         dev_node = node
         a_end = anchor.end
-        full_host = a_end - frontier if a_end > frontier else 0
-        swa_host = 0
-        if swa and anchor is not dev_node:
-            sdev = comps.swa.dev
-            for node in window_nodes(anchor, self._window):
-                if sdev[node.slot] is None:
-                    swa_host += node.end - node.start
-        mamba_host = mamba and anchor.parent is not None and comps.mamba.device_state(anchor) is None
-        worth = anchor is not dev_node and (
-            full_host >= self._lb_threshold or swa_host > 0 or mamba_host
-        )
+        need = [0] * len(comps.by_index)
+        base_host = need[comps.base.component_index] = a_end - frontier if a_end > frontier else 0
+        worth = False
+        if anchor is not dev_node:
+            worth = base_host >= self._lb_threshold
+            for store in others:
+                k = need[store.component_index] = store.host_need(anchor)
+                if k:
+                    worth = True
         c = self._counters
         c.matches += 1
         c.match_tokens += n
         c.device_hit_tokens += dev_node.end
         c.host_hit_tokens += a_end - dev_node.end
-        return MatchResult(
-            matched, dev_node, dev_node.end, anchor, a_end, full_host, swa_host, mamba_host, worth
-        )
+        return match_result(matched, dev_node, anchor, need, worth)

@@ -1,9 +1,30 @@
 """`DeviceRoom`: device allocation that makes room, running eviction and the backups it reports.
 
-Eviction never starts or waits for a backup itself: a device pass reports
-a write_back victim whose data is on device only, this owner asks the
-backup scheduler for its copy (waiting for that ticket's ack alone under
-`sync_write_back`), and hands the victim back to the pass.
+How allocation, the eviction pass and backups hand over to each other:
+
+1. `alloc` / `alloc_lent` try the component's allocator; on a shortfall
+   `evict(i, n)` opens a `DevicePass` (`ops/eviction.py`) for component
+   `i` and drives it.
+2. `DevicePass.next_victim()` pops the LRU heap and evicts victims until
+   `n` slots are free (returning None) or until, under write_back, a
+   victim holds data on device only. It then stops *before* touching that
+   victim and returns a `BackupNeed` naming it and what it needs copied.
+3. This owner hands the need to `BackupScheduler.back_up_victim`
+   (`ops/backup.py`), which takes its leases and submits the copy; under
+   `sync_write_back` it `wait`s for that one ticket's ack alone.
+4. `DevicePass.resume(need, started, waited)` evicts the victim (its data
+   is safe on host now, or its backup could not start and it is dropped),
+   or holds it back while its copy is still in flight; then back to 2.
+   `finish()` files held-back victims in the heap again.
+
+Why a pass is a resumable object driven from here rather than a loop that
+calls the scheduler itself: eviction runs inside allocation, and a backup
+itself allocates host slots (running host eviction) and may settle acks.
+Keeping the pass ignorant of backups means the eviction module imports
+neither the scheduler nor the ticket table (no cycle: the scheduler
+imports `BackupNeed` from eviction), a pass never re-enters itself, and
+whoever owns allocation alone decides whether to wait (`sync_write_back`)
+or let the victim stay until its ack and a later eviction takes it.
 """
 
 from __future__ import annotations
@@ -12,7 +33,7 @@ from collections.abc import Callable
 
 from unicache.components.catalog import ComponentSet
 from unicache.counters import CacheCounters
-from unicache.markers import FULL, MAMBA
+from unicache.markers import ComponentIndex
 from unicache.ops.backup import BackupScheduler
 from unicache.ops.eviction import Evictor
 from unicache.reasons import Reason, ReasonLog, no_room
@@ -48,7 +69,7 @@ class DeviceRoom:
         self.evict_ns = 0
         self.evict_calls = 0
 
-    def evict(self, i: int, n: int) -> int:
+    def evict(self, i: ComponentIndex, n: int) -> int:
         """Free at least `n` device slots of component index `i` if unpinned data allows.
 
         Under write_back a victim whose data is on device only is backed up
@@ -67,7 +88,7 @@ class DeviceRoom:
         self.evict_calls += 1
         return freed
 
-    def _evict(self, i: int, n: int) -> int:
+    def _evict(self, i: ComponentIndex, n: int) -> int:
         if n <= 0:
             return 0
         sync = self._sync
@@ -82,8 +103,9 @@ class DeviceRoom:
             need = p.next_victim()
         return p.finish()
 
-    def alloc(self, i: int, n: int) -> list[int] | None:
-        """`n` device slots of component index `i` for the tree (load-back, Mamba copy); None if no room."""
+    def alloc(self, i: ComponentIndex, n: int) -> list[int] | None:
+        """`n` device slots of component index `i` for the tree (a load-back, an insert's state copy); None
+        if no room."""
         alloc = self._components.by_index[i].device
         got = alloc.alloc(n)
         if got is None:
@@ -91,13 +113,13 @@ class DeviceRoom:
             got = alloc.alloc(n)
         return got
 
-    def fits(self, i: int, n: int) -> bool:
+    def fits(self, i: ComponentIndex, n: int) -> bool:
         """Whether `n` device slots of component index `i` could ever be free at once now: at most
         the pool's capacity less its quarantined rows (eviction frees neither)."""
         alloc = self._components.by_index[i].device
         return n <= alloc.capacity - alloc.quarantined_count
 
-    def alloc_lent(self, i: int, n: int) -> list[int] | None:
+    def alloc_lent(self, i: ComponentIndex, n: int) -> list[int] | None:
         """`n` device slots lent to a request, evicting on shortfall; None (counted, with its reason)
         when even eviction cannot make room. A request larger than `fits` allows evicts nothing."""
         alloc = self._components.by_index[i].device
@@ -110,18 +132,11 @@ class DeviceRoom:
                 self._refused(i, n)
         return got
 
-    def _refused(self, i: int, n: int) -> None:
-        c = self._counters
-        if i == FULL:
-            c.alloc_refused_full += 1
-        elif i == MAMBA:
-            c.alloc_refused_mamba += 1
-            c.mamba_skipped += 1
-        else:
-            c.alloc_refused_swa += 1
+    def _refused(self, i: ComponentIndex, n: int) -> None:
+        self._counters.count_refused(i)
         self._reasons.note(self.no_room_reason("alloc_device", i, n, ()))
 
-    def no_room_reason(self, op: str, i: int, needed: int, nodes: tuple[int, ...]) -> Reason:
+    def no_room_reason(self, op: str, i: ComponentIndex, needed: int, nodes: tuple[int, ...]) -> Reason:
         """A `NO_DEVICE_ROOM` reason for component index `i` (see `unicache.reasons.no_room`)."""
         store = self._components.by_index[i]
-        return no_room(op, store.marker, store.device, self._tickets.live(), needed, nodes)
+        return no_room(op, store.component_marker, store.device, self._tickets.live(), needed, nodes)

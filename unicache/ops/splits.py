@@ -20,24 +20,13 @@ class SplitCarrier:
         self._components = components
 
     def on_split(self, upper: Node, lower: Node) -> None:
-        """Carry every pin of `lower` to the new `upper` fragment, with its heap entries."""
+        """Carry every pin of `lower` to the new `upper` fragment; each store files `upper` in its heaps."""
         self._counters.splits += 1
         ledger = self._ledger
-        comps = self._components
-        for store in comps.configured:
+        for store in self._components.configured:
             pins = store.pins(lower)
             if pins is not None and pins:
                 target = store.pin_set(upper)
                 for lease in pins:
                     ledger.pin(lease, target)
-        full = comps.full
-        if full.on_device(upper):
-            full.lru_device.push(upper)
-            if full.on_host(upper):
-                full.note_duplicate(upper)
-        if comps.has_swa:
-            swa = comps.swa
-            if swa.device_slots(upper) is not None:
-                swa.lru_device.push(upper)
-            if swa.host_slots(upper) is not None:
-                swa.lru_host.push(upper)
+            store.file_split(upper)

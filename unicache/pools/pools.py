@@ -77,6 +77,13 @@ class PoolSet:
             self._by_key[(comp, Tier.DEVICE)] = dev
             self._by_key[(comp, Tier.HOST)] = host
 
+    def add(self, component: type, device: Pool, host: Pool) -> None:
+        """Add the pools of a component beyond the config's (`ComponentSet.register` adds its store)."""
+        if (component, Tier.DEVICE) in self._by_key:
+            raise InvalidArgumentError(f"component {component.__name__} already has pools in this cache")
+        self._by_key[(component, Tier.DEVICE)] = device
+        self._by_key[(component, Tier.HOST)] = host
+
     def pool(self, component: type, tier: Tier) -> Pool:
         try:
             return self._by_key[(component, tier)]
