@@ -174,11 +174,10 @@ class BackupScheduler:
         owner = LeaseOwner(OwnerKind.BACKUP, tid, bottom.id)
         ledger = self._ledger
         t = BackupTicket(tid, ledger.epoch, bottom, owner, self._components.span)
-        leases = t.leases
         segments = t.segments
         for store, nodes, segs in parts:
             i = store.component_index
-            leases[i] = ledger.acquire(store.component_marker, owner=owner, pins=store.pin_sets_of(nodes))
+            t.leases[i] = ledger.acquire(store.component_marker, owner=owner, pins=store.pin_sets_of(nodes))
             segments[i] = segs
         job = TransferJob(tid, t.generation, JobKind.BACKUP, tuple(copies))
         t.job = job

@@ -104,9 +104,8 @@ class LoadBacks:
         owner = LeaseOwner(OwnerKind.LOAD_BACK, tid, anchor.id)
         ledger = self._ledger
         ticket = LoadBack(tid, ledger.epoch, anchor, owner, comps.span)
-        leases = ticket.leases
         for store, p in moving:
-            leases[store.component_index] = ledger.acquire(
+            ticket.leases[store.component_index] = ledger.acquire(
                 store.component_marker, owner=owner, pins=store.pin_sets_of(p[1])
             )
         if copy is not None:
