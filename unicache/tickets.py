@@ -52,14 +52,14 @@ def _release(holder: LockReceipt | TicketRecord) -> None:
     next pin), so nodes pinned once do not keep an empty set for good.
     """
     leases = holder.leases
-    i = 0
-    for lease in leases:
-        if lease is not None:
-            leases[i] = None
+    for i in range(len(leases)):
+        if leases[i] is not None:
+            lease = leases.pop(i)  # pop + insert, not `leases[i] = None`: leasecheck follows a pop out of
+            leases.insert(i, None)  # an owning container, so a missing or second release below is caught
+            assert lease is not None
             sets = lease.pin_sets()
             lease.release()
             drop_empty(sets)
-        i += 1
 
 
 @linear
