@@ -8,12 +8,12 @@ its arguments to :func:`unicache.repl.main` untouched.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from unicache.arguments import in_range, non_negative, positive, positive_number
 from unicache.engine.interrupt import stop_on_signals
 
 EXIT_OK = 0
@@ -33,26 +33,6 @@ def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip().lower() for part in text.split(",") if part.strip())
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
-
-
 def _indices(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
@@ -68,42 +48,26 @@ def _indices(text: str) -> tuple[int, ...]:
     return values
 
 
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be a finite number > 0")
-    return value
-
-
 def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{value} must be in 0..{MAX_SEED}")
-    return value
+    return in_range(text, 0, MAX_SEED)
 
 
 def _bounded(text: str, limit: int, what: str) -> int:
-    value = _positive(text)
+    value = positive(text)
     if value > limit:
         raise argparse.ArgumentTypeError(f"{value} {what} is more than the bound of {limit}")
     return value
 
 
 def _history(text: str) -> int:
-    value = _non_negative(text)
+    value = non_negative(text)
     if value > MAX_HISTORY:
         raise argparse.ArgumentTypeError(f"{value} entries is more than the bound of {MAX_HISTORY}")
     return value
 
 
 def _memory_limit(text: str) -> float:
-    value = _ratio(text)
+    value = positive_number(text)
     if value > MAX_MEMORY_LIMIT_GIB:
         raise argparse.ArgumentTypeError(f"{value} GiB is more than the bound of {MAX_MEMORY_LIMIT_GIB} GiB")
     return value
@@ -124,7 +88,7 @@ def max_jobs() -> int:
 
 
 def _jobs(text: str) -> int:
-    value, bound = _positive(text), max_jobs()
+    value, bound = positive(text), max_jobs()
     if value > bound:
         raise argparse.ArgumentTypeError(
             f"{value} worker processes is more than the bound of {bound} (twice the CPUs this process may use, "
@@ -141,7 +105,7 @@ def _sim_page_size(text: str) -> int:
 
 
 def _block_tokens(text: str) -> int:
-    value = _positive(text)
+    value = positive(text)
     if value > MOONCAKE_BLOCK_TOKENS:
         raise argparse.ArgumentTypeError(f"{value} must be in 1..{MOONCAKE_BLOCK_TOKENS} "
                                          f"(a Mooncake block holds {MOONCAKE_BLOCK_TOKENS} tokens)")
@@ -152,19 +116,19 @@ def _add_cache_options(p: argparse.ArgumentParser, *, components: str) -> None:
     g = p.add_argument_group("cache")
     g.add_argument("--components", type=_csv, default=_csv(components), metavar="LIST",
                    help=f"comma list of full, swa, mamba (full is required; default {components})")
-    g.add_argument("--page-size", type=_positive, default=1, metavar="N", help="tokens per page (default 1)")
-    g.add_argument("--device-tokens", type=_positive, default=None, metavar="N",
+    g.add_argument("--page-size", type=positive, default=1, metavar="N", help="tokens per page (default 1)")
+    g.add_argument("--device-tokens", type=positive, default=None, metavar="N",
                       help="Full device capacity in tokens (default: unique prompt tokens / ratio, "
                            "at least twice the longest request)")
-    g.add_argument("--hicache-ratio", type=_ratio, default=12.0, metavar="R",
+    g.add_argument("--hicache-ratio", type=positive_number, default=12.0, metavar="R",
                    help="host:device capacity ratio (default 12)")
-    g.add_argument("--mamba-slots", type=_positive, default=None, metavar="N",
+    g.add_argument("--mamba-slots", type=positive, default=None, metavar="N",
                    help="device Mamba state slots (default 64; only with mamba in --components)")
-    g.add_argument("--swa-window", type=_positive, default=None, metavar="W",
+    g.add_argument("--swa-window", type=positive, default=None, metavar="W",
                    help="SWA window in tokens (default 64; only with swa in --components)")
     g.add_argument("--write-policy", choices=("write_back", "write_through"), default="write_back",
                    help="host backup policy (default write_back)")
-    g.add_argument("--load-back-threshold", type=_non_negative, default=0, metavar="N",
+    g.add_argument("--load-back-threshold", type=non_negative, default=0, metavar="N",
                    help="Full host tokens a load-back must move to be worth it (default 0, i.e. 1)")
     g.add_argument("--memory-limit", type=_memory_limit, default=8.0, metavar="GiB",
                    help="refuse a configuration whose cache pools would take more (default 8 GiB)")
@@ -179,7 +143,7 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
                    help=f"simulated faults: comma list of delay, reorder, duplicate, fail, lose, or none "
                         f"(default {faults} on the simulated engine, none on the others, which inject no "
                         f"faults: any other value needs --transfer simulated)")
-    g.add_argument("--ack-timeout", type=_non_negative, default=256, metavar="STEPS",
+    g.add_argument("--ack-timeout", type=non_negative, default=256, metavar="STEPS",
                    help="time out a ticket whose ack has not come after this many steps: its request "
                         "recomputes, its rows stay quarantined until the late ack (default 256, above "
                         "--max-delay; 0: never)")
@@ -188,10 +152,10 @@ def _add_transfer_options(p: argparse.ArgumentParser, *, faults: str) -> None:
 
 def _add_delay_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("simulated delays")
-    g.add_argument("--mean-delay", type=_ratio, default=None, metavar="STEPS",
+    g.add_argument("--mean-delay", type=positive_number, default=None, metavar="STEPS",
                    help="mean steps a delayed copy takes (default 16: long enough for load-backs to overlap; "
                         "only with the delay fault)")
-    g.add_argument("--max-delay", type=_positive, default=None, metavar="STEPS",
+    g.add_argument("--max-delay", type=positive, default=None, metavar="STEPS",
                    help="most steps a delayed copy takes (default 64; only with the delay or lose fault)")
 
 
@@ -207,8 +171,8 @@ def _build_parser() -> argparse.ArgumentParser:
     g.add_argument("--trace", default="mooncake", metavar="PATH",
                    help="mooncake (bundled, default), multiturn:SEED (synthetic), or a JSONL file "
                         "(Mooncake hash_ids or explicit tokens, optionally .gz)")
-    g.add_argument("--requests", type=_positive, default=1000, metavar="N", help="requests to replay (default 1000)")
-    g.add_argument("--start", type=_non_negative, default=0, metavar="K", help="skip the first K requests")
+    g.add_argument("--requests", type=positive, default=1000, metavar="N", help="requests to replay (default 1000)")
+    g.add_argument("--start", type=non_negative, default=0, metavar="K", help="skip the first K requests")
     g.add_argument("--tokens-per-block", type=_block_tokens, default=None, metavar="B",
                    help="tokens per 512-token Mooncake block (scale; default 512, the real size; only for a "
                         "Mooncake trace)")
@@ -216,17 +180,17 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_transfer_options(rp, faults="delay,reorder")
     _add_delay_options(rp)
     g = rp.add_argument_group("engine")
-    g.add_argument("--max-running", type=_positive, default=64, metavar="N", help="requests in flight (default 64)")
-    g.add_argument("--decode-per-step", type=_positive, default=None, metavar="N",
+    g.add_argument("--max-running", type=positive, default=64, metavar="N", help="requests in flight (default 64)")
+    g.add_argument("--decode-per-step", type=positive, default=None, metavar="N",
                    help="output tokens each request decodes per step (default: tokens per block / 4 for "
                         "Mooncake, so a request lasts as many steps at every scale; else 4)")
-    g.add_argument("--cache-chunk", type=_positive, default=None, metavar="N",
+    g.add_argument("--cache-chunk", type=positive, default=None, metavar="N",
                    help="cache prompts up to a multiple of N tokens after prefill (default: the block "
                         "size for Mooncake, else the page size)")
     g.add_argument("--no-branch-states", action="store_true",
                    help="Mamba: cache states only where requests end, not also at branch points (only with "
                         "mamba in --components)")
-    g.add_argument("--check-every", type=_non_negative, default=0, metavar="N",
+    g.add_argument("--check-every", type=non_negative, default=0, metavar="N",
                    help="run the sanity check every N steps (default: only at the end)")
     g.add_argument("--no-verify", action="store_true", help="skip the data oracle (benchmarks only)")
     g.add_argument("--no-data", action="store_true",
@@ -255,7 +219,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="run exactly this one seed (not with --seeds or --first-seed)")
     sp.add_argument("--jobs", type=_jobs, default=None, metavar="N",
                     help="worker processes (default: one per core, at most twice the cores or 4; 1 runs in this process)")
-    sp.add_argument("--minutes", type=_ratio, default=None, metavar="M",
+    sp.add_argument("--minutes", type=positive_number, default=None, metavar="M",
                     help="wall-time budget: start no seed after M minutes (default: none)")
     sp.add_argument("--workload", choices=("multiturn", "mooncake"), default=None,
                     help="synthetic multi-turn chats or mutated windows of the bundled Mooncake trace "
@@ -270,7 +234,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="simulated faults: delay, reorder, duplicate, fail, lose (acks that come after "
                          "--ack-timeout, or never), allocfail (allocators refusing inside cache operations), "
                          "or none (default delay,reorder,duplicate,fail; none with --transfer threaded)")
-    sp.add_argument("--ack-timeout", type=_non_negative, default=24, metavar="STEPS",
+    sp.add_argument("--ack-timeout", type=non_negative, default=24, metavar="STEPS",
                     help="time out a ticket whose ack has not come after this many steps (default 24, above "
                          "every seed's longest delay; 0: never; must be > 12 with lose)")
     sp.add_argument("--write-back", choices=("sync", "async"), default=None,

@@ -13,11 +13,11 @@ that reproduces it and exits 1; bad options exit 2 with one line on stderr.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from unicache.arguments import in_range, positive, positive_number
 from unicache.engine.interrupt import StopFlag
 from unicache.outputs import OutputPathError, OutputSet, OutputWriteError, write_atomic
 from unicache.explore.scope import COMPONENTS, WRITE_POLICIES, Scope, ScopeError
@@ -33,33 +33,7 @@ MAX_DEPTH = 64
 
 
 def _depth(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of actions, got {text!r}") from None
-    if not 1 <= n <= MAX_DEPTH:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_DEPTH}, got {n}")
-    return n
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
-    return n
-
-
-def _minutes(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of minutes, got {text!r}") from None
-    if not math.isfinite(x) or x <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return x
+    return in_range(text, 1, MAX_DEPTH)
 
 
 def _components(text: str) -> tuple[str, ...]:
@@ -83,9 +57,9 @@ def add_explore_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                    help="full or full,mamba (default full,mamba)")
     p.add_argument("--write-policy", choices=(*WRITE_POLICIES, "both"), default="both",
                    help="explore one write policy, or both one after the other (default both)")
-    p.add_argument("--max-states", type=_count, default=None, metavar="K",
+    p.add_argument("--max-states", type=positive, default=None, metavar="K",
                    help="stop after K distinct states per write policy (default: no limit)")
-    p.add_argument("--minutes", type=_minutes, default=None, metavar="M",
+    p.add_argument("--minutes", type=positive_number, default=None, metavar="M",
                    help="stop after M minutes per write policy (default: no limit)")
     p.add_argument("--no-faults", action="store_true", help="leave allocation refusals out of the alphabet")
     p.add_argument("--script-out", type=Path, default=None, metavar="PATH",
