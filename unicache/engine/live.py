@@ -3,63 +3,27 @@
 `LiveHooks` runs between two engine steps (where the cache is consistent):
 it checks the lease watchdog, publishes a metrics snapshot at most every
 `interval` seconds, and writes a live dump when `SIGUSR1` has arrived
-(`dump_on_signal`), then lets the run carry on. Ages and intervals use one
+(`unicache.dump.signal.dump_on_signal`), then lets the run carry on. Ages and intervals use one
 clock, `time.monotonic` by default; tests inject a fake one.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
 from leases import LeaseWatchdog, OverdueLease
 
+from unicache.dump.signal import DumpRequest, dump_on_signal
 from unicache.engine.crashdump import write_live_dump
 from unicache.engine.scheduler import Scheduler
 from unicache.metrics.exporter import MetricsPublisher, SnapshotCollector
 from unicache.metrics.families import Family, cache_families
 from unicache.outputs import OutputPathError, OutputWriteError
 
-DUMP_SIGNAL = signal.SIGUSR1
-
-
-class DumpRequest:
-    """Set by a dump signal; taken (and cleared) between two steps."""
-
-    __slots__ = ("pending", "written")
-
-    def __init__(self) -> None:
-        self.pending = False
-        self.written: list[Path] = []
-
-    def take(self) -> bool:
-        """Whether a dump was asked for since the last take."""
-        asked, self.pending = self.pending, False
-        return asked
-
-
-@contextmanager
-def dump_on_signal(sig: signal.Signals = DUMP_SIGNAL) -> Iterator[DumpRequest]:
-    """While the block runs, `sig` asks for a dump instead of killing the process (main thread only)."""
-    request = DumpRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        request.pending = True
-
-    previous = signal.signal(sig, handler)
-    try:
-        yield request
-    finally:
-        signal.signal(sig, previous)
+__all__ = ["DumpRequest", "LiveHooks", "dump_on_signal", "engine_families"]
 
 
 def _say(line: str) -> None:
