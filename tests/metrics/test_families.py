@@ -64,9 +64,10 @@ def test_families_follow_the_counters_and_naming_rules() -> None:
     assert hold[(name, "full")].buckets[-1] == (float("inf"), ledger.hold_times()["Full"].count)
 
 
-def test_refusals_stale_acks_and_misuse_errors_are_counted() -> None:
+def test_refusals_and_misuse_errors_are_counted() -> None:
     cache, d = _cache(FakeClock())
-    assert cache.load_back(cache.root) is None
+    refused = cache.load_back(cache.root)
+    assert refused is None
     with pytest.raises(UnknownTicketError):
         cache.time_out(12345)
     fams = _by_name(cache_families(cache))

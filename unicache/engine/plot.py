@@ -32,7 +32,16 @@ def _style(name: str, n: int) -> dict[str, object]:
 
 def plot_timeline(timeline: Timeline, path: Path, *, title: str, option: str = "--plot",
                   interrupted: str | None = None) -> Path:
-    """Draw the run against the engine step and write it to ``path``.
+    """Draw the run (`timeline_figure`) and write it to ``path``.
+
+    The image (in the format ``path``'s suffix names) is rendered in memory, then written with
+    :func:`unicache.outputs.write_atomic`: matplotlib never opens the target itself.
+    """
+    return _write(timeline_figure(timeline, title=title, interrupted=interrupted), path, option)
+
+
+def timeline_figure(timeline: Timeline, *, title: str, interrupted: str | None = None) -> Figure:
+    """The run against the engine step, as a matplotlib figure.
 
     Panels: device pool use, host pool use, transfers in flight, live leases.
     Device and host get panels of their own and each component its colour
@@ -40,9 +49,6 @@ def plot_timeline(timeline: Timeline, path: Path, *, title: str, option: str = "
     so every series is visible. ``interrupted`` (why the run stopped) goes in
     the title; a run stopped before its first sample says so on the figure
     instead of drawing empty axes.
-
-    The image (in the format ``path``'s suffix names) is rendered in memory, then written with
-    :func:`unicache.outputs.write_atomic`: matplotlib never opens the target itself.
     """
     import matplotlib
 
@@ -57,7 +63,7 @@ def plot_timeline(timeline: Timeline, path: Path, *, title: str, option: str = "
         fig.suptitle(title)
         why = interrupted or "the run recorded no step"
         fig.text(0.5, 0.5, f"nothing to plot: {why}", ha="center", va="center", fontsize="large")
-        return _write(fig, path, option)
+        return fig
     fig, (device, host, flight, leases) = plt.subplots(4, 1, figsize=(10, 11), sharex=True)
     for axis, series, tier in ((device, timeline.device_used, "device"), (host, timeline.host_used, "host")):
         for name, values in series.items():
@@ -76,7 +82,7 @@ def plot_timeline(timeline: Timeline, path: Path, *, title: str, option: str = "
     leases.set_xlabel("engine step")
     leases.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
-    return _write(fig, path, option)
+    return fig
 
 
 def _write(fig: Figure, path: Path, option: str) -> Path:

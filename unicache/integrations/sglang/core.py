@@ -20,6 +20,7 @@ frames; `sanity_check` compares the leaf sets with SGLang's own predicates.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Optional
 
@@ -67,7 +68,9 @@ class LeaseTreeCore(LockLeaseCore):
     def __init__(
         self, params: CacheInitParams, components: dict[ComponentType, TreeComponent]
     ) -> None:
-        self.ledger = LeaseLedger("sglang-tree-core", history=0)
+        self.ledger = LeaseLedger(
+            "sglang-tree-core", history=0, clock=time.monotonic if params.enable_metrics else None
+        )
         self.load_backs: dict[int, deque[LoadBack]] = {}
         self._seq = 0
         self._epoch_first_node_id = 0
