@@ -140,18 +140,37 @@ def test_a_running_replay_serves_metrics_and_dumps_on_sigusr1(tmp_path: Path) ->
     assert isinstance(ages, dict) and set(ages) == {str(i) for i in dump.leases}
 
 
-def test_a_port_in_use_is_refused_before_any_work(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["replay", "--requests", "5"], ["simulate", "--seeds", "2", "--jobs", "1"]])
+def test_a_port_in_use_is_refused_before_any_work(tmp_path: Path, command: list[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.run([sys.executable, "-m", "unicache.cli", "replay", "--requests", "5",
+        proc = subprocess.run([sys.executable, "-m", "unicache.cli", *command,
                                "--metrics-port", str(port), "--report", str(tmp_path / "r.json")],
                               cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == EXIT_USAGE
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"--metrics-port {port}" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "r.json").exists() and proc.stdout == ""
+
+
+def test_simulate_serves_its_sweep(tmp_path: Path) -> None:
+    """The endpoint after the sweep's last seed has the sweep's counts (in-process, served over HTTP)."""
+    from unicache.engine.commands import sweep_publisher
+    from unicache.engine.simulate import SimulateOptions
+    from unicache.engine.sweep import run_sweep
+
+    server = serve_metrics(0)
+    try:
+        result = run_sweep([0, 1], SimulateOptions(steps=5), crash_dir=tmp_path, jobs=1,
+                           on_outcome=sweep_publisher(server.collector))
+        samples = _scrape(server.url)
+    finally:
+        server.close()
+    seeds = {dict(k)["outcome"]: v for k, v in samples["unicache_simulate_seeds_total"].items()}
+    assert seeds == {"passed": 2 - len(result.failures), "failed": len(result.failures)}
+    assert _one(samples, "unicache_simulate_executed_steps_total") == result.executed_steps > 0
 
 
 @pytest.mark.parametrize("args", [["--metrics-port", "70000"], ["--metrics-port", "-1"],

@@ -18,7 +18,7 @@ def test_every_series_has_a_style_of_its_own_and_full_is_not_hidden(tmp_path: Pa
     device, host, _flight, leases = fig.axes
     for axis, names in ((device, ["full device", "swa device", "mamba device"]),
                         (host, ["full host", "swa host", "mamba host"]), (leases, ["full", "swa", "mamba"])):
-        lines = {line.get_label(): line for line in axis.get_lines()}
+        lines = {str(line.get_label()): line for line in axis.get_lines()}
         assert sorted(lines) == sorted(names)
         styles = {(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines.values()}
         assert len(styles) == 3

@@ -70,7 +70,8 @@ def timeline_figure(timeline: Timeline, *, title: str, interrupted: str | None =
             axis.plot(steps, [100.0 * v for v in values], label=f"{name} {tier}", **_style(name, n))
         axis.set_ylabel(f"{tier} pool used (%)")
         axis.set_ylim(0, 105)
-        axis.legend(loc="lower right", fontsize="small", ncol=3)
+        if series:
+            axis.legend(loc="lower right", fontsize="small", ncol=3)
     device.set_title(full_title)
     flight.plot(steps, timeline.load_backs_in_flight, label="load-backs in flight", color="tab:purple")
     flight.plot(steps, timeline.backups_in_flight, label="backups in flight", color="tab:brown", linestyle="--")
@@ -80,7 +81,8 @@ def timeline_figure(timeline: Timeline, *, title: str, interrupted: str | None =
         leases.plot(steps, counts, label=name, **_style(name, n))
     leases.set_ylabel("live leases")
     leases.set_xlabel("engine step")
-    leases.legend(loc="upper right", fontsize="small")
+    if timeline.live_leases:
+        leases.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     return fig
 
