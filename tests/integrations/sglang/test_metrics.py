@@ -94,3 +94,6 @@ def test_in_one_process_the_core_registers_a_collector_read_at_scrape_time() -> 
     assert live() == 0
     start_load_back(setup, D, 1)
     assert live() == core.ledger.live_count > 0
+    setup.cache.ready_to_load_host_cache()
+    setup.cache.loading_check()
+    assert live() == core.ledger.live_count == core.lock_ledger.live_count == 0
