@@ -8,7 +8,9 @@ HTTP server answers ``/metrics`` from a ``multiprocess.MultiProcessCollector``
 over those files (``add_prometheus_middleware``). A custom collector in the
 scheduler process is never read there, so `register_sglang_metrics` mirrors
 our families into prometheus_client objects of the process that owns the
-cache: counters by their increase, gauges as ``mostrecent``, a histogram as
+cache: counters by their increase, gauges as ``mostrecent`` (a labelled
+series that left the snapshot, say no lock leases of one owner kind, is
+set to 0: a multiprocess file cannot forget it), a histogram as
 ``_bucket`` (with ``le``), ``_sum`` and ``_count`` gauges that PromQL's
 ``histogram_quantile`` reads as usual. It publishes every `interval` seconds
 on a daemon thread (reads only: lease registries are copied, counters are
@@ -72,6 +74,7 @@ class SGLangMetrics:
         self._counters: dict[str, Counter] = {}
         self._gauges: dict[str, Gauge] = {}
         self._last: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._shown: set[tuple[str, tuple[str, ...]]] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -79,14 +82,20 @@ class SGLangMetrics:
     def publish(self) -> None:
         """Mirror the source's families now."""
         with self._lock:
+            shown: set[tuple[str, tuple[str, ...]]] = set()
             for fam in with_labels(self.source(), self.labels):
                 if fam.kind == "counter":
                     self._counter(fam)
                 elif fam.kind == "gauge":
+                    gauge = self._gauge(fam.name, fam.help, fam.labelnames)
                     for values, value in fam.samples:
-                        self._gauge(fam.name, fam.help, fam.labelnames).labels(*values).set(value)
+                        gauge.labels(*values).set(value)
+                        shown.add((fam.name, values))
                 else:
                     self._histogram(fam)
+            for name, values in self._shown - shown:
+                self._gauges[name].labels(*values).set(0.0)
+            self._shown = shown
             self.published += 1
 
     def _counter(self, fam: Family) -> None:
