@@ -18,12 +18,14 @@ from leases.errors import (
     WrongThreadError,
 )
 from leases.events import EventKind, LeaseEvent, TicketBearer
+from leases.holdtimes import HoldTimes
 from leases.lease import Lease
 from leases.ledger import LeaseLedger, add_leak_listener, remove_leak_listener
 from leases.linear import consumed_by, consumes, is_linear, linear
 from leases.mailbox import Mailbox
 from leases.pinset import PinSet
 from leases.state import Held, Released, Settle
+from leases.watchdog import LeaseWatchdog, OverdueLease, WatchdogError
 
 __all__ = [
     "Borrowed",
@@ -32,8 +34,10 @@ __all__ = [
     "DuplicatePinError",
     "EventKind",
     "TicketBearer",
+    "WatchdogError",
     "ForeignLeaseError",
     "Held",
+    "HoldTimes",
     "Lease",
     "LeaseArgumentError",
     "LeaseError",
@@ -41,7 +45,9 @@ __all__ = [
     "LeaseInfo",
     "LeaseLeakError",
     "LeaseLedger",
+    "LeaseWatchdog",
     "Mailbox",
+    "OverdueLease",
     "PinSet",
     "Released",
     "Settle",

@@ -3,6 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+_raised: dict[str, int] = {}
+
+
+def count_raised(error_type: type[BaseException]) -> None:
+    """Count one typed error of `error_type` (its constructor calls this: errors are raised where built)."""
+    name = error_type.__name__
+    _raised[name] = _raised.get(name, 0) + 1
+
+
+def raised_counts() -> dict[str, int]:
+    """Typed errors built so far in this process by class name (LeaseError and unicache's CacheError kinds).
+
+    Counted on the error path only: what metrics export as misuse errors.
+    """
+    return dict(_raised)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +44,13 @@ class LeaseInfo:
 class LeaseError(Exception):
     """Base of every error the lease runtime raises.
 
-    `lease` is the snapshot of the lease involved, when there is one.
+    `lease` is the snapshot of the lease involved, when there is one. Every
+    instance built is counted by class (`raised_counts`).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> LeaseError:
+        count_raised(cls)
+        return super().__new__(cls, *args)
 
     def __init__(self, message: str, *, lease: LeaseInfo | None = None) -> None:
         super().__init__(message)

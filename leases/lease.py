@@ -32,7 +32,9 @@ class Lease(Generic[C, S]):
 
     Every field is written by the issuing ledger and only read elsewhere:
     `pinned` is the tuple of pin sets the lease sits in while held (None when
-    none; read it through `pin_sets()`), `outcome` how it stopped being held.
+    none; read it through `pin_sets()`), `outcome` how it stopped being held,
+    `acquired_at` the ledger clock's reading at acquisition (0.0 when the
+    ledger has no clock).
     """
 
     __slots__ = (
@@ -44,6 +46,7 @@ class Lease(Generic[C, S]):
         "ledger",
         "outcome",
         "pinned",
+        "acquired_at",
         "__weakref__",
     )
 
@@ -55,6 +58,7 @@ class Lease(Generic[C, S]):
     ledger: LeaseLedger
     outcome: Settle | None
     pinned: tuple[PinSet[C], ...] | None
+    acquired_at: float
 
     def __init__(self) -> None:
         raise TypeError("leases are issued by LeaseLedger.acquire(), not constructed")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from bisect import bisect_left
 import warnings
 import weakref
 from collections import deque
@@ -24,6 +25,7 @@ from leases.errors import (
     WrongThreadError,
 )
 from leases.events import EventKind, LeaseEvent
+from leases.holdtimes import BUCKETS, HoldTimes
 from leases.lease import Lease
 from leases.pinset import PinSet
 from leases.state import Held, Settle
@@ -43,6 +45,8 @@ _STALE_EVENT: Final = EventKind.STALE
 _RELEASED: Final = Settle.RELEASED
 _REVOKED: Final = Settle.REVOKED
 _STALE: Final = Settle.STALE
+_HOLD_BUCKETS: Final = BUCKETS
+_bucket: Final = bisect_left
 """Module constants are `Final`: mypyc keeps them in C statics instead of looking them up per use."""
 
 _leak_listeners: list[Callable[[LeaseInfo], None]] = []
@@ -92,10 +96,22 @@ class LeaseLedger:
 
     `debug=True` records each lease's acquisition site; `history` bounds the
     event ring (0 turns it off: the cheapest setting).
+
+    `clock` (seconds, monotonic: `time.monotonic`, or a fake one in tests)
+    stamps each lease's `acquired_at` and adds its hold time to a per-component
+    `HoldTimes` at release; it is what `oldest()`, `held_since()` and a
+    watchdog measure ages with. Without one, leases carry 0.0 and no hold
+    time is kept (the cheapest setting).
     """
 
     def __init__(
-        self, name: str, *, strict: bool = False, debug: bool = False, history: int = 1024
+        self,
+        name: str,
+        *,
+        strict: bool = False,
+        debug: bool = False,
+        history: int = 1024,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if history < 0:
             raise ValueError(f"ledger {name!r}: history must be >= 0, got {history}")
@@ -117,6 +133,8 @@ class LeaseLedger:
         self._unchecked: list[LeaseInfo] = []
         self._log: deque[_Record] | None = deque(maxlen=history) if history else None
         self._thread_id = _get_ident()
+        self.clock = clock
+        self._hold_times: dict[type[Any], HoldTimes] = {}
 
     def __repr__(self) -> str:
         return (
@@ -208,6 +226,8 @@ class LeaseLedger:
         lease.site = site
         lease.ledger = self
         lease.outcome = None
+        clock = self.clock
+        lease.acquired_at = clock() if clock is not None else 0.0
         self._live[lease_id] = ref
         if self._log is not None:
             self._log_lease(_ACQUIRE, lease, pinned)
@@ -279,6 +299,15 @@ class LeaseLedger:
                 lease.pinned = None
             del self._live[lease_id]
             lease.outcome = _RELEASED
+            clock = self.clock
+            if clock is not None:
+                held = clock() - lease.acquired_at
+                times = self._hold_times.get(lease.component)
+                if times is None:
+                    times = self._hold_times[lease.component] = HoldTimes()
+                times.counts[_bucket(_HOLD_BUCKETS, held)] += 1
+                times.total += held
+                times.count += 1
             if self._log is not None:
                 self._log_lease(_RELEASE, lease, pins or ())
             return _RELEASED
@@ -293,6 +322,38 @@ class LeaseLedger:
             f"a lease is released exactly once",
             lease=lease.info(),
         )
+
+    def hold_times(self) -> dict[str, HoldTimes]:
+        """Hold times of the leases released so far, by component name (empty without a clock)."""
+        return {component.__name__: times for component, times in list(self._hold_times.items())}
+
+    def oldest(self) -> Borrowed[Lease[Any, Held]] | None:
+        """The live lease acquired first (the longest held), or None.
+
+        Safe to call from another thread (a metrics scrape): it reads a copy of the registry.
+        """
+        for ref in list(self._live.values()):
+            lease = ref()
+            if lease is not None and lease.outcome is None:
+                return lease
+        return None
+
+    def held_since(self, instant: float) -> list[Lease[Any, Held]]:
+        """The live leases acquired at or before `instant` by the ledger's clock, oldest first.
+
+        Reads the registry in acquisition order and stops at the first younger
+        lease, so the cost is the number returned (the clock is monotonic).
+        Safe from another thread, as `oldest`.
+        """
+        out: list[Lease[Any, Held]] = []
+        for ref in list(self._live.values()):
+            lease = ref()
+            if lease is None or lease.outcome is not None:
+                continue
+            if lease.acquired_at > instant:
+                break
+            out.append(lease)
+        return out
 
     def _not_a_lease(self, what: str, given: object) -> LeaseArgumentError:
         return LeaseArgumentError(

@@ -10,7 +10,7 @@ refused call changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 from typing import TYPE_CHECKING
 
@@ -83,12 +83,23 @@ class UniCache:
     runs on one thread (the ledger's): every public operation called from
     another raises `WrongThreadError` before it changes anything; acks from
     other threads go through `inbox`.
+
+    `clock` (seconds, e.g. `time.monotonic`; tests pass a fake one) is the
+    ledger's: it stamps every lease's acquisition and times its hold, for
+    metrics and the lease watchdog (`unicache.metrics`, `leases.LeaseWatchdog`).
     """
 
-    def __init__(self, config: CacheConfig, engine: TransferEngine | None = None) -> None:
+    def __init__(
+        self,
+        config: CacheConfig,
+        engine: TransferEngine | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.config = config
         ledger = self.ledger = LeaseLedger(
-            config.ledger_name, strict=config.strict, debug=config.debug, history=config.history
+            config.ledger_name, strict=config.strict, debug=config.debug, history=config.history,
+            clock=clock,
         )
         self.pools = PoolSet(config)
         self.engine: TransferEngine = engine if engine is not None else ImmediateEngine()

@@ -27,6 +27,7 @@ MAX_SIM_STEPS = 1_000_000
 MAX_SIM_PAGE_SIZE = 64
 MAX_HISTORY = 1 << 24
 MAX_MEMORY_LIMIT_GIB = 1 << 20
+MAX_PORT = 65535
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -71,6 +72,27 @@ def _memory_limit(text: str) -> float:
     if value > MAX_MEMORY_LIMIT_GIB:
         raise argparse.ArgumentTypeError(f"{value} GiB is more than the bound of {MAX_MEMORY_LIMIT_GIB} GiB")
     return value
+
+
+def _port(text: str) -> int:
+    value = non_negative(text)
+    if value > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0..{MAX_PORT}; 0: any free port)")
+    return value
+
+
+def _add_metrics_options(p: argparse.ArgumentParser, *, watchdog: bool) -> None:
+    g = p.add_argument_group("observability")
+    g.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                   help="serve Prometheus metrics on http://ADDR:PORT/metrics while the run lasts (0: any free "
+                        "port; the URL is printed on stderr); a port in use is refused before the run")
+    g.add_argument("--metrics-addr", default=None, metavar="ADDR",
+                   help="address the metrics endpoint listens on (default 127.0.0.1; 0.0.0.0 for every "
+                        "interface; only with --metrics-port)")
+    if watchdog:
+        g.add_argument("--lease-age-limit", type=positive_number, default=None, metavar="SECONDS",
+                       help="report every lease held longer than this (a stderr line naming lease, component, "
+                            "owner, nodes and age; a metric; live dumps list them); never released by force")
 
 
 def _seed_count(text: str) -> int:
@@ -207,6 +229,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="where crash dumps go (default ./unicache-crash)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    _add_metrics_options(rp, watchdog=True)
 
     sp = sub.add_parser("simulate", help="deterministic fault-injection runs with invariants after every step",
                         description="Run seeded simulations: small caches, synthetic multi-turn requests, every "
@@ -262,6 +285,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-shrink", action="store_true", help="do not shrink a failing seed")
     sp.add_argument("--inject", default=None, help=argparse.SUPPRESS)
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_metrics_options(sp, watchdog=False)
 
     from unicache.explore.command import add_explore_parser
 
@@ -301,8 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with stop_on_signals() as stop:
             if args.command == "replay":
                 from unicache.engine.commands import replay_command
+                from unicache.engine.live import dump_on_signal
 
-                return replay_command(args, stop)
+                with dump_on_signal() as dumps:
+                    return replay_command(args, stop, dumps)
             if args.command == "explore":
                 from unicache.explore.command import explore_command
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from leases import ForeignLeaseError
+from typing import Any
+
+from leases import ForeignLeaseError, LeaseError
+from leases.errors import count_raised
 
 
 def _ids(slots: Sequence[int], limit: int = 16) -> str:
@@ -13,7 +16,15 @@ def _ids(slots: Sequence[int], limit: int = 16) -> str:
 
 
 class CacheError(Exception):
-    """Base of every error the cache raises itself."""
+    """Base of every error the cache raises itself; each instance built is counted by class.
+
+    (`leases.errors.raised_counts`; a kind that is also a `LeaseError` is counted there once.)
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> CacheError:
+        if not issubclass(cls, LeaseError):
+            count_raised(cls)
+        return super().__new__(cls, *args)
 
 
 class ConfigError(CacheError, ValueError):

@@ -21,7 +21,7 @@ WELL_FORMED = {
     "backup": "backup #2", "evict": "evict device 1", "reclaim": "reclaim", "load-back": "load-back #2",
     "abandon": "abandon T3", "time-out": "time-out T3", "reset": "reset", "refuse-alloc": "refuse-alloc full device", "ack": "ack T3", "withhold": "withhold T3", "step": "step",
     "run": "run until idle", "tickets": "tickets", "tree": "tree", "pins": "pins #2", "leases": "leases",
-    "lease": "lease L7", "history": "history T3", "events": "events", "stats": "stats", "check": "check",
+    "lease": "lease L7", "overdue": "overdue 0", "history": "history T3", "events": "events", "stats": "stats", "check": "check",
     "dot": "dot -", "dump": "dump {again}", "assert": "assert shared #2", "help": "help", "quit": "quit",
     "new": "new",
 }

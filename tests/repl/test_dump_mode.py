@@ -185,3 +185,37 @@ def test_every_command_gets_its_mode_error_on_a_dump(repl: RunRepl, crash_dump: 
         assert e["ok"] is not live, e
         if live:
             assert e["error"]["type"] == "NeedsLiveCacheError" and f"'{e['cmd']}'" in e["error"]["message"]
+
+
+def test_overdue_lists_the_leases_a_dump_recorded_as_held_too_long(repl: RunRepl, tmp_path: Path) -> None:
+    """Ages come from the ledger's clock (a fake one here) at the moment of the dump; the limit a
+    live dump recorded is the default; nothing is released."""
+    from unicache import CacheConfig, Full, UniCache
+    from unicache.dump import write_crash_dump
+
+    now = [50.0]
+    cache = UniCache(CacheConfig(device_tokens=64, dtype="int32", device="cpu", kv_width=4), clock=lambda: now[0])
+    tokens = list(range(1, 9))
+    pages = cache.alloc_device(Full, 8)
+    assert pages is not None
+    cache.insert(tokens, pages)
+    old = cache.lock(cache.match_prefix(tokens).device_node)
+    now[0] += 40.0
+    young = cache.lock(cache.match_prefix(tokens[:4]).device_node)
+    now[0] += 5.0
+    path = write_crash_dump(cache, tmp_path / "live.json", extra={"lease_age_limit": 30.0}, announce=False)
+    (old_lease,) = old.lease_ids()
+    cache.unlock(young)
+    cache.unlock(old)
+    run = repl("overdue\noverdue 1\noverdue 60\n", "--dump", str(path))
+    assert run.status == 0, run.failures()
+    default, one, sixty = run.of("overdue")
+    assert default["limit_seconds"] == 30.0 and [x["id"] for x in default["leases"]] == [old_lease]
+    assert default["leases"][0]["age_seconds"] == 45.0 and default["leases"][0]["owner"].startswith("lock#")
+    assert [x["age_seconds"] for x in one["leases"]] == [45.0, 5.0] and one["live"] == 2
+    assert sixty["leases"] == []
+    bare = tmp_path / "bare.json"
+    write_crash_dump(UniCache(CacheConfig(device_tokens=64, dtype="int32", device="cpu", kv_width=4)), bare,
+                     announce=False)
+    run = repl("! overdue 1\n", "--dump", str(bare))
+    assert run.out[0]["error"]["type"] == "CommandSyntaxError" and "no lease ages" in run.out[0]["error"]["message"]

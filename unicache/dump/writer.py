@@ -339,11 +339,25 @@ def capture(
     return doc
 
 
+def _lease_ages(cache: UniCache) -> JSONObject | None:
+    """Seconds each live lease has been held, by lease id, when the ledger has a clock (else None)."""
+    ledger = cache.ledger
+    clock = ledger.clock
+    if clock is None:
+        return None
+    now = clock()
+    return {str(lease.id): round(now - lease.acquired_at, 6) for lease in ledger.live()}
+
+
 def _extra(cache: UniCache, extra: Mapping[str, object] | None, cap: _Capture) -> JSONObject:
     """The free-form section: the cache's refusal and skip counts per `op:kind[:component]` under
-    `reasons` (version 1 has no field of its own for them), then the caller's entries."""
+    `reasons` (version 1 has no field of its own for them), the seconds each live lease has been
+    held under `lease_ages` (ledgers with a clock), then the caller's entries."""
     reasons: JSONObject = dict((cap("reasons", cache.reasons.counts) or {}).items())
     out: JSONObject = {"reasons": reasons}
+    ages = cap("lease_ages", lambda: _lease_ages(cache))
+    if ages is not None:
+        out["lease_ages"] = ages
     out.update({str(k): to_json_value(v) for k, v in (extra or {}).items()})
     return out
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from unicache.engine.capacity import CapacityError
 from unicache.engine.interrupt import EXIT_INTERRUPTED, StopFlag
+from unicache.engine.live import DumpRequest, LiveHooks
 from unicache.engine.progress_log import ProgressLog
 from unicache.engine.replay import (
     DEFAULT_FAULTS,
@@ -28,19 +30,22 @@ from unicache.engine.replay import (
     load_replay_trace,
     run_replay,
 )
-from unicache.engine.report import healthy, render_report, write_report
+from unicache.engine.report import Report, healthy, render_report, write_report
 from unicache.engine.scheduler import Scheduler
 from unicache.engine.timeline import Timeline
 from unicache.engine.transfers import resolve_transfer
 from unicache.errors import ConfigError
+from unicache.metrics.exporter import MetricsPortError, MetricsServer, SnapshotCollector, serve_metrics
+from unicache.metrics.families import Family
 from unicache.outputs import OutputPathError, OutputSet, OutputWriteError, write_atomic
 from unicache.traces.loader import BUNDLED, MOONCAKE, MULTITURN_PREFIX, trace_format
-from unicache.traces.request import TraceFormatError
+from unicache.traces.request import Trace, TraceFormatError
 from unicache.transfer.cuda import CudaUnavailableError
 from unicache.transfer.simulated import FaultSpecError
 
 if TYPE_CHECKING:
     from unicache.engine.simulate import ScriptWriter
+    from unicache.engine.sweep import SeedOutcome, SweepResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -194,29 +199,70 @@ def check_plot_format(path: Path) -> None:
                                               f"(choose from {', '.join(sorted(kinds))})")
 
 
-def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> int:
-    """`unicache replay`; ``stop`` (set by SIGINT/SIGTERM) ends the run early with exit 130."""
+def metrics_address(args: argparse.Namespace) -> str:
+    """``--metrics-addr`` (default 127.0.0.1), refused (ValueError) without ``--metrics-port``."""
+    addr = getattr(args, "metrics_addr", None)
+    if addr is not None and getattr(args, "metrics_port", None) is None:
+        raise ValueError(f"--metrics-addr {addr}: there is no endpoint without --metrics-port; give --metrics-port "
+                         f"PORT or drop --metrics-addr")
+    if addr is not None and not addr.strip():
+        raise ValueError("--metrics-addr: an empty address (give 127.0.0.1, 0.0.0.0 or a host name)")
+    return "127.0.0.1" if addr is None else str(addr)
+
+
+def start_metrics(args: argparse.Namespace, err: Console, command: str) -> MetricsServer | None:
+    """Bind the ``--metrics-port`` endpoint (MetricsPortError when it cannot) and say where it is."""
+    if getattr(args, "metrics_port", None) is None:
+        return None
+    server = serve_metrics(args.metrics_port, metrics_address(args))
+    print(f"unicache {command}: metrics at {server.url}", file=err.file, flush=True)
+    return server
+
+
+def replay_command(args: argparse.Namespace, stop: StopFlag | None = None, dumps: DumpRequest | None = None) -> int:
+    """`unicache replay`; ``stop`` (set by SIGINT/SIGTERM) ends the run early with exit 130.
+
+    ``dumps`` (set by SIGUSR1, see `unicache.engine.live`) asks for a live dump
+    into ``--crash-dir`` between two steps; the run carries on.
+    """
     err = Console(stderr=True)
     try:
         opts = replay_options(args)
+        metrics_address(args)
         check_replay_outputs(args)
         trace = load_replay_trace(opts)
         cache_config(opts, trace)
     except (ReplayOptionError, FaultSpecError, OutputPathError, TraceFormatError, FileNotFoundError,
             ConfigError, CudaUnavailableError, CapacityError, ValueError) as exc:
         return _usage(err, "replay", exc)
+    try:
+        server = start_metrics(args, err, "replay")
+    except MetricsPortError as exc:
+        return _usage(err, "replay", exc)
+    try:
+        return _replay(args, opts, trace, err, stop, LiveHooks(
+            collector=None if server is None else server.collector, lease_age_limit=args.lease_age_limit,
+            dumps=dumps, dump_dir=args.crash_dir, seed=opts.seed, reproduce=opts.command()))
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _replay(args: argparse.Namespace, opts: ReplayOptions, trace: Trace, err: Console, stop: StopFlag | None,
+            live: LiveHooks) -> int:
     timelines: list[Timeline] = []
     stop = stop if stop is not None else StopFlag()
     try:
         if args.no_progress:
-            report = run_replay(opts, trace=trace, timeline_out=timelines, stop=stop)
+            report = run_replay(opts, trace=trace, timeline_out=timelines, stop=stop, live=live)
         elif not err.is_terminal:
             log = ProgressLog("replay", "requests", len(trace), err.file)
 
             def log_progress(sched: Scheduler) -> None:
                 log.update(sched.stats.finished, f"step {sched.step_no}")
 
-            report = run_replay(opts, trace=trace, progress=log_progress, timeline_out=timelines, stop=stop)
+            report = run_replay(opts, trace=trace, progress=log_progress, timeline_out=timelines, stop=stop,
+                                live=live)
         else:
             with Progress(TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("requests · step {task.fields[step]} · loading {task.fields[loading]}"),
@@ -227,7 +273,8 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
                     bar.update(task, completed=sched.stats.finished, total=sched.total,
                                step=sched.step_no, loading=len(sched.loading))
 
-                report = run_replay(opts, trace=trace, progress=progress, timeline_out=timelines, stop=stop)
+                report = run_replay(opts, trace=trace, progress=progress, timeline_out=timelines, stop=stop,
+                                    live=live)
     except (ConfigError, CudaUnavailableError) as exc:
         return _usage(err, "replay", exc)
     written: list[str] = []
@@ -243,7 +290,8 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
         if args.plot is not None and timelines:
             from unicache.engine.plot import plot_timeline
 
-            plot_timeline(timelines[0], args.plot, title=f"{report['trace']} — {report['configuration']}")
+            plot_timeline(timelines[0], args.plot, title=f"{report['trace']} — {report['configuration']}",
+                          interrupted=_interruption(report))
             written.append(f"plot: {args.plot}")
     except (OutputPathError, OutputWriteError) as exc:
         _not_written(err, "replay", exc)
@@ -265,6 +313,14 @@ def replay_command(args: argparse.Namespace, stop: StopFlag | None = None) -> in
     if report.get("interrupted"):
         return EXIT_INTERRUPTED
     return EXIT_OK if healthy(report) else EXIT_FAILED
+
+
+def _interruption(report: Report) -> str | None:
+    """What the plot says of a run that did not finish: the signal and how far it got (None: it finished)."""
+    if not report.get("interrupted"):
+        return None
+    return (f"interrupted by {report.get('interrupted_by')} after {report.get('requests')} of "
+            f"{report.get('requests_in_trace')} requests (step {report.get('steps')})")
 
 
 def simulate_seeds(args: argparse.Namespace) -> list[int]:
@@ -311,16 +367,25 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
                                ack_timeout=args.ack_timeout, transfer=args.transfer,
                                sync_write_back=None if args.write_back is None else args.write_back == "sync")
         check_simulate_outputs(args)
+        metrics_address(args)
     except (SimulationError, FaultSpecError, OutputPathError, ValueError) as exc:
+        return _usage(err, "simulate", exc)
+    try:
+        server = start_metrics(args, err, "simulate")
+    except MetricsPortError as exc:
         return _usage(err, "simulate", exc)
     jobs = min(args.jobs or default_jobs(), len(seeds))
     try:
+        on_outcome = None if server is None else sweep_publisher(server.collector)
         result = run_sweep(seeds, opts, crash_dir=args.crash_dir, jobs=jobs, minutes=args.minutes,
                            shrink_failures=not args.no_shrink, stop=stop if stop is not None else StopFlag(),
-                           progress=not args.no_progress, console=err, scripter=scripter)
+                           progress=not args.no_progress, console=err, scripter=scripter, on_outcome=on_outcome)
     except WorkerDiedError as exc:
         err.print(f"[bold red]unicache simulate:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_FAILED
+    finally:
+        if server is not None:
+            server.close()
     out = Console()
     if not out.is_terminal:
         out.width = max(out.width, 140)
@@ -335,3 +400,24 @@ def simulate_command(args: argparse.Namespace, stop: StopFlag | None = None, *,
     if result.stopped_by is not None:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if result.failures else EXIT_OK
+
+
+def sweep_publisher(collector: SnapshotCollector) -> Callable[[SeedOutcome, SweepResult], None]:
+    """What `simulate --metrics-port` publishes after every finished seed: the sweep's progress.
+
+    Seeds run in worker processes, each on its own cache, so the endpoint
+    serves the sweep (seeds by outcome, executed steps), not one cache.
+    """
+
+    def publish(outcome: SeedOutcome, result: SweepResult) -> None:
+        seeds = Family("unicache_simulate_seeds", "counter", "Seeds finished, by outcome.", ("outcome",))
+        failed = len(result.failures)
+        seeds.add(("passed",), len(result.outcomes) - failed)
+        seeds.add(("failed",), failed)
+        steps = Family("unicache_simulate_executed_steps", "counter", "Scheduler steps the finished seeds ran.")
+        steps.add((), result.executed_steps)
+        requested = Family("unicache_simulate_seeds_requested", "gauge", "Seeds this sweep was asked to run.")
+        requested.add((), result.requested)
+        collector.replace([seeds, steps, requested])
+
+    return publish

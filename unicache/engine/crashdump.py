@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from unicache.dump import write_crash_dump
+from unicache.dump.signal import live_dump_name
 from unicache.engine.holdings import Holdings
 from unicache.engine.scheduler import Request, Scheduler
 
@@ -68,3 +69,16 @@ def write_engine_dump(sched: Scheduler, directory: Path, *, error: BaseException
     return write_crash_dump(sched.cache, os.path.join(directory, ""), error=error, seed=seed, step=sched.step_no,
                             extra=engine_extra(sched, reproduce=reproduce, more=more), announce=False,
                             option="--crash-dir")
+
+
+def write_live_dump(sched: Scheduler, directory: Path, *, seed: int | None, reproduce: str | None = None,
+                    more: Mapping[str, object] | None = None) -> Path:
+    """Write a dump of the running engine (no error) as ``unicache-live-<time>-seed<S>-step<N>-<pid>.json``.
+
+    The same document as a crash dump (``unicache repl --dump`` opens it), with
+    ``extra.live_dump`` true; the run carries on. Raises what `write_engine_dump` raises.
+    """
+    name = live_dump_name(seed, sched.step_no)
+    extra = engine_extra(sched, reproduce=reproduce, more={"live_dump": True, **(more or {})})
+    return write_crash_dump(sched.cache, Path(directory) / name, seed=seed, step=sched.step_no, extra=extra,
+                            announce=False, option="--crash-dir")

@@ -36,6 +36,7 @@ from unicache.engine.config import EngineConfig
 from unicache.engine.crashdump import write_engine_dump
 from unicache.engine.errors import CorruptionError
 from unicache.engine.interrupt import StopFlag
+from unicache.engine.live import LiveHooks
 from unicache.engine.reference import ReferenceModel
 from unicache.engine.report import Report
 from unicache.engine.scheduler import Scheduler
@@ -290,11 +291,12 @@ def load_replay_trace(opts: ReplayOptions) -> Trace:
     return load_trace(TraceSpec(opts.trace, opts.tokens_per_block, opts.start, opts.requests))
 
 
-def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True) -> Scheduler:
-    """Cache + transfer engine + scheduler for one replay (nothing run yet)."""
+def build_replay(opts: ReplayOptions, trace: Trace, *, timeline: bool = True,
+                 clock: Callable[[], float] | None = None) -> Scheduler:
+    """Cache + transfer engine + scheduler for one replay (nothing run yet); `clock` is the ledger's."""
     config = cache_config(opts, trace)
     engine = make_transfer(opts.transfer, faults=opts.fault_spec(), seed=opts.seed, copy=opts.data)
-    cache = UniCache(config, engine)
+    cache = UniCache(config, engine, clock=clock)
     bind_transfer(cache)
     chunk = opts.cache_chunk_tokens()
     engine_cfg = EngineConfig(max_running=opts.max_running, decode_per_step=opts.decode_tokens_per_step(),
@@ -338,15 +340,20 @@ def shut_down(sched: Scheduler) -> None:
 
 def run_replay(opts: ReplayOptions, *, trace: Trace | None = None,
                progress: Callable[[Scheduler], None] | None = None,
-               timeline_out: list[Timeline] | None = None, stop: StopFlag | None = None) -> Report:
+               timeline_out: list[Timeline] | None = None, stop: StopFlag | None = None,
+               live: LiveHooks | None = None) -> Report:
     """Run a whole replay and return its report (see the module docstring).
 
     When ``stop`` is set (a signal arrived) the loop ends at the next step
     boundary: requests in flight are aborted, transfers drained, the end-of-run
     checks still run, and the report says ``interrupted`` and by which signal.
+    ``live`` watches the run between steps (metrics, the lease watchdog, dumps
+    on SIGUSR1: :mod:`unicache.engine.live`).
     """
     trace = trace if trace is not None else load_replay_trace(opts)
-    sched = build_replay(opts, trace)
+    sched = build_replay(opts, trace, clock=live.clock if live is not None and live.timed else None)
+    if live is not None:
+        live.attach(sched)
     error: BaseException | None = None
     interrupted = False
     t0 = time.perf_counter()
@@ -358,13 +365,22 @@ def run_replay(opts: ReplayOptions, *, trace: Trace | None = None,
                     sched.abort(req)
                 break
             sched.step()
+            if live is not None:
+                live.after_step(sched)
             if progress is not None:
                 progress(sched)
         finish_checks(sched)
     except Exception as exc:  # reported (errors/corruptions, crash dump), never swallowed
         error = exc
     wall = time.perf_counter() - t0
+    if live is not None:
+        live.finish(sched)
     report = build_report(opts, trace, sched, wall, error)
+    if live is not None and live.watchdog is not None:
+        report["lease_watchdog"] = {"age_limit_seconds": live.watchdog.max_age, "reported": live.watchdog.reported,
+                                    "overdue_at_end": [entry.to_json() for entry in live.overdue()]}
+    if live is not None and live.dumps is not None and live.dumps.written:
+        report["live_dumps"] = [str(path) for path in live.dumps.written]
     if interrupted:
         report["interrupted"] = True
         report["interrupted_by"] = stop.signal_name if stop is not None else None

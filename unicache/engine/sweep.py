@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -185,8 +185,12 @@ def default_jobs() -> int:
 def run_sweep(seeds: list[int], opts: SimulateOptions, *, crash_dir: Path, jobs: int = 1,
               minutes: float | None = None, shrink_failures: bool = True, stop: StopFlag | None = None,
               progress: bool = False, console: Console | None = None,
-              scripter: ScriptWriter | None = None) -> SweepResult:
-    """Run ``seeds`` (see the module docstring); outcomes come back in seed order."""
+              scripter: ScriptWriter | None = None,
+              on_outcome: Callable[[SeedOutcome, SweepResult], None] | None = None) -> SweepResult:
+    """Run ``seeds`` (see the module docstring); outcomes come back in seed order.
+
+    ``on_outcome`` is called after each finished seed (metrics publish the sweep's progress).
+    """
     result = SweepResult(requested=len(seeds), jobs=jobs)
     deadline = None if minutes is None else time.monotonic() + 60.0 * minutes
     t0 = time.perf_counter()
@@ -197,6 +201,8 @@ def run_sweep(seeds: list[int], opts: SimulateOptions, *, crash_dir: Path, jobs:
         runner = _run_serial if jobs <= 1 else _run_parallel
         for outcome in runner(seeds, opts, crash_dir, shrink_failures, jobs, deadline, stop, result, scripter):
             result.outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome, result)
             bar.update(task, advance=1)
             if log is not None:
                 log.update(len(result.outcomes), f"seed {outcome.scenario.seed} {'passed' if outcome.ok else 'FAILED'}")

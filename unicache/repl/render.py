@@ -367,6 +367,21 @@ def _lease_table(leases: list[JSON], title: str = "") -> Table:
     return table
 
 
+@_renders("overdue")
+def _overdue(d: JSONObject) -> RenderableType:
+    leases = _list(d["leases"])
+    if not leases:
+        return Text(f"no lease held longer than {d['limit_seconds']}s ({d['live']} live)")
+    table = _table(("lease", "component", "owner", "age (s)", "nodes", "ticket"),
+                   f"{len(leases)} of {d['live']} live lease(s) held longer than {d['limit_seconds']}s "
+                   f"(reported, never released by force)", overflow="fold")
+    for item in leases:
+        x = _obj(item)
+        table.add_row(_t(f"L{x['id']}"), _t(x["component"]), _t(x["owner"]), _t(x["age_seconds"], "bold yellow"),
+                      _t(_ids("#", x["nodes"])), _t(_ids("T", x.get("tickets", []))))
+    return table
+
+
 @_renders("pins")
 def _pins(d: JSONObject) -> RenderableType:
     span = _list(d["span"])

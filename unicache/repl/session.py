@@ -9,6 +9,7 @@ the same on both.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -140,7 +141,7 @@ class Session:
         from unicache.repl.data import DataOracle
         from unicache.repl.manual_engine import ManualEngine
 
-        cache = UniCache(config, ManualEngine() if transfer == "manual" else None)
+        cache = UniCache(config, ManualEngine() if transfer == "manual" else None, clock=time.monotonic)
         self.close()
         self.cache = cache
         self.transfer = transfer

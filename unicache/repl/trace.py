@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from typing import TYPE_CHECKING
 
 from unicache.dump.schema import JSONObject
@@ -102,7 +104,7 @@ def open_trace(session: Session, trace: str, args: Args) -> None:
     )
     options = with_overrides(options, **{k: v for k, v in given.items() if v is not None})
     loaded = load_replay_trace(options)
-    sched = build_replay(options, loaded, timeline=False)
+    sched = build_replay(options, loaded, timeline=False, clock=time.monotonic)
     session.attach(sched.cache, TraceDriver(sched, options),
                    f"trace {trace} ({len(loaded.requests)} requests, seed {options.seed})")
     session.reproduce = options.command()

@@ -20,11 +20,13 @@ frames; `sanity_check` compares the leaf sets with SGLang's own predicates.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Optional
 
 import torch
 from leases import Borrowed, LeaseLedger
+from prometheus_client import REGISTRY, CollectorRegistry
 from sglang.srt.disaggregation.kv_events import StorageMedium
 from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams, MatchResult
 from sglang.srt.mem_cache.hicache_storage import PoolTransfer
@@ -48,6 +50,8 @@ from unicache.integrations.sglang.errors import (
 from unicache.integrations.sglang.loadback import MARKERS, LoadBack
 from unicache.integrations.sglang.lockcore import LockLeaseCore
 from unicache.integrations.sglang.mamba import LeaseMambaComponent
+from unicache.integrations.sglang.metrics import SGLangMetrics, register_sglang_metrics
+from unicache.metrics.families import Family, error_families, ledger_families, merge
 from unicache.integrations.sglang.node import LeaseTreeNode
 
 if TYPE_CHECKING:
@@ -64,7 +68,9 @@ class LeaseTreeCore(LockLeaseCore):
     def __init__(
         self, params: CacheInitParams, components: dict[ComponentType, TreeComponent]
     ) -> None:
-        self.ledger = LeaseLedger("sglang-tree-core", history=0)
+        self.ledger = LeaseLedger(
+            "sglang-tree-core", history=0, clock=time.monotonic if params.enable_metrics else None
+        )
         self.load_backs: dict[int, deque[LoadBack]] = {}
         self._seq = 0
         self._epoch_first_node_id = 0
@@ -74,6 +80,43 @@ class LeaseTreeCore(LockLeaseCore):
         if mamba is not None and type(mamba) is MambaComponent:
             mamba.__class__ = LeaseMambaComponent
         super().__init__(params, components)
+        self.metrics: Optional[SGLangMetrics] = None
+        if params.enable_metrics:
+            self.register_metrics()
+
+    def register_metrics(
+        self, *, start: bool = True, registry: CollectorRegistry = REGISTRY
+    ) -> Optional[SGLangMetrics]:
+        """Put this core's lease metrics into SGLang's ``/metrics`` (`register_sglang_metrics`).
+
+        Labelled as SGLang labels its own radix-cache metrics
+        (`radix_cache_metric_labels`: cache type and tp/pp/dp ranks), so the
+        series of every scheduler rank stay apart and line up with SGLang's.
+        """
+        from sglang.srt.layers.dp_attention import is_dp_attention_enabled
+        from sglang.srt.observability.metrics_collector import radix_cache_metric_labels
+        from sglang.srt.runtime_context import get_parallel
+
+        raw = radix_cache_metric_labels(type(self).__name__, get_parallel(), is_dp_attention_enabled())
+        labels = {str(k): str(v) for k, v in raw.items()}
+        self.metrics = register_sglang_metrics(self.metric_families, labels, start=start, registry=registry)
+        return self.metrics
+
+    def metric_families(self) -> list[Family]:
+        """Both ledgers' lease metrics (load-back pins and tree locks), the core's counters, typed errors."""
+        fams = merge(ledger_families(self.ledger), ledger_families(self.lock_ledger), error_families())
+        stale = Family("unicache_acks", "counter", "Transfer acks by outcome.", ("outcome",))
+        stale.add(("stale",), self.stale_acks)
+        served = Family("unicache_overlapping_load_backs", "counter",
+                        "Load-backs served over nodes another load-back pins (stock 0.5.23 refuses them).")
+        served.add((), self.overlapping_load_backs)
+        skipped = Family("unicache_mamba_states_skipped", "counter",
+                         "Mamba states not cached or not copied for want of a slot (#36770), by where.", ("where",))
+        skipped.add(("checkpoint",), self.mamba_states_not_cached)
+        skipped.add(("match_copy",), self.mamba_states_not_copied)
+        in_flight = Family("unicache_transfers_in_flight", "gauge", "Load-backs awaiting their ack.")
+        in_flight.add((), sum(len(q) for q in list(self.load_backs.values())))
+        return fams + [stale, served, skipped, in_flight]
 
     def reset(self) -> None:
         """Rebuild the tree; every load-back still in flight settles stale (epoch advance)."""

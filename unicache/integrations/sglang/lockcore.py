@@ -19,6 +19,8 @@ those parts early (`released_early`), and the lease once nothing is left.
 
 from __future__ import annotations
 
+import time
+
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Sequence, TypeVar
@@ -61,7 +63,8 @@ class LockLeaseCore(UnifiedTreeCore):
     def __init__(
         self, params: CacheInitParams, components: dict[ComponentType, TreeComponent]
     ) -> None:
-        self.lock_ledger = LeaseLedger("sglang-tree-locks", history=0)
+        clock = time.monotonic if params.enable_metrics else None
+        self.lock_ledger = LeaseLedger("sglang-tree-locks", history=0, clock=clock)
         self.tree_locks: dict[int, Lease[Locked, Held]] = {}
         self.full_pins: dict[int, list[Lease[Locked, Held]]] = {}
         self.counter_gate = gate = CounterGate(lambda: self._node_arena.values())

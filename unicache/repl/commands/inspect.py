@@ -166,6 +166,45 @@ def _owner_names_ticket(owner: str | None, ticket: int) -> bool:
     return head.endswith(f"#{ticket}") and not head.startswith("lock")
 
 
+def _p_overdue(p: ReplArgumentParser) -> None:
+    p.add_argument("seconds", nargs="?", type=float, default=None,
+                   help="age limit (default: the watchdog's limit recorded in a live dump)")
+
+
+@command("overdue", "live leases held longer than an age limit (the lease watchdog's list)", Needs.VIEW, "inspect",
+         _p_overdue)
+def cmd_overdue(s: Session, a: Args) -> JSONObject:
+    """List the live leases held longer than SECONDS, oldest first: id, component, owner, nodes, age.
+
+    Ages come from the ledger's clock: a live dump records them (``extra.lease_ages``) and a REPL
+    cache keeps one; the watchdog (``replay --lease-age-limit``) reports the same leases, and
+    nothing here releases them. Without SECONDS the limit a live dump recorded is used."""
+    view = s.view()
+    ages = view.extra.get("lease_ages")
+    if not isinstance(ages, dict):
+        raise CommandSyntaxError("overdue", f"{s.source} records no lease ages (its ledger has no clock: a dump "
+                                            f"written before ages were recorded, or by a cache built without one)")
+    limit = a.opt_float("seconds")
+    recorded = view.extra.get("lease_age_limit")
+    if limit is None:
+        if not isinstance(recorded, (int, float)) or isinstance(recorded, bool):
+            raise CommandSyntaxError("overdue", "give the age limit in seconds (this view records none: "
+                                                "replay --lease-age-limit puts it in live dumps)")
+        limit = float(recorded)
+    if not limit >= 0 or limit == float("inf"):
+        raise OptionRangeError("overdue", "SECONDS", limit, "a finite number of seconds >= 0")
+    out: list[tuple[float, JSONObject]] = []
+    for lease in view.leases.values():
+        age = ages.get(str(lease.id))
+        if isinstance(age, (int, float)) and not isinstance(age, bool) and age > limit:
+            doc = _lease_json(view, lease.id)
+            doc["age_seconds"] = age
+            out.append((age, doc))
+    out.sort(key=lambda item: (-item[0], int(str(item[1]["id"]))))
+    leases: list[JSON] = [doc for _, doc in out]
+    return {"limit_seconds": limit, "leases": leases, "live": len(view.leases)}
+
+
 def _p_lease(p: ReplArgumentParser) -> None:
     p.add_argument("lease", help="L<id>")
 
