@@ -123,7 +123,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     UnifiedTreeCoreInterface,
 )
 
-from leases import Held, Lease, LeaseLedger, PinSet
+from leases import Held, Lease, LeaseLedger
 from unicache.components.full import FullStore
 from unicache.components.handed import HandedValues
 from unicache.integrations.sglang.treecore.errors import (
@@ -392,6 +392,10 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         self.store.dups.pop(node.id, None)
         del self._nodes[node.id]
         self.tree.remove_leaf(node)
+
+    def track_duplicate(self, node_id: NodeId) -> None:
+        """Refresh the node's entry in the duplicate index (SGLang's `_update_duplicate_tracking`)."""
+        self._track_dup(self.node(node_id))
 
     def _track_dup(self, node: Node) -> None:
         """SGLang's duplicate tracking: index a settled node on both tiers (keeping its place), drop others."""
