@@ -1449,12 +1449,12 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             assert isinstance(owner, TreeReceipt)
             anchor = self._nodes.get(owner.node_id or -1)
             if anchor is None:
-                problems.append(f"{owner}: anchor is not a live node")
+                problems.append(f"{owner} (anchor {owner.node_id}): anchor is not a live node")
                 continue
             want = {x.id for x in ([] if _FULL in owner.skipped_lock_components else self._path(anchor))}
             got = {x.id for x in _holders(lease)}
             if want != got:
-                problems.append(f"{owner}: pins {sorted(got)}, its path is {sorted(want)}")
+                problems.append(f"{owner} on node {anchor.id}: pins {sorted(got)}, its path is {sorted(want)}")
             for nid in want:
                 expected_dev[nid] += 1
         for x in self.tree:

@@ -49,7 +49,7 @@ class TreeReceipt(IncLockRefResult, DecLockRefParams):
     epoch: int = 0
 
     def __str__(self) -> str:
-        return f"{self.kind} #{self.lease_id} on node {self.node_id}"
+        return f"{self.kind} #{self.lease_id}"
 
     def to_dec_params(self) -> TreeReceipt:
         """The receipt itself: it carries everything the release reads, and its lease id."""
