@@ -39,6 +39,11 @@ def _insert(setup: CacheSetup, tokens: list[int]) -> int:
     return node
 
 
+def _receipt(result: object) -> TreeReceipt:
+    assert isinstance(result, TreeReceipt)
+    return result
+
+
 def _state(core: UnicacheTreeCore) -> tuple[int, int, int, int]:
     return core.evictable_size(), core.protected_size(), core.ledger.live_count, core.ledger.released
 
@@ -48,13 +53,16 @@ def test_a_lock_is_one_lease_and_the_sizes_follow_it() -> None:
     a = _insert(setup, list(range(8)))
     b = _insert(setup, list(range(4)) + [90, 91])  # splits a at 4
     assert (core.evictable_size(), core.protected_size()) == (10, 0)
-    receipt = setup.cache.inc_lock_ref(b)
-    assert isinstance(receipt, TreeReceipt) and receipt.to_dec_params() is receipt
+    receipt = _receipt(setup.cache.inc_lock_ref(b))
+    assert receipt.to_dec_params() is receipt
     assert receipt.delta == 6 and (core.evictable_size(), core.protected_size()) == (4, 6)
     assert core.ledger.live_count == 1
     lease = core.device_locks[receipt.lease_id]
-    assert lease.owner is receipt and sorted(x.id for x in (p.holder for p in lease.pin_sets())) == sorted(
-        [b, core.node(b).parent.id])  # type: ignore[union-attr]
+    parent = core.node(b).parent
+    assert parent is not None
+    assert lease.owner is receipt
+    assert {id(p.holder) for p in lease.pin_sets()} == {id(core.node(b)), id(parent)}  # the path to the root
+    assert core.device_lock_count(core.node(b)) == core.device_lock_count(parent) == 1
     setup.cache.dec_lock_ref(b, receipt)
     assert (core.evictable_size(), core.protected_size(), core.ledger.live_count) == (10, 0, 0)
     assert a in [x.id for x in core.nodes()]
@@ -66,15 +74,16 @@ def test_spent_foreign_and_misdirected_receipts_raise_before_anything_changes() 
     setup, core = _setup()
     a = _insert(setup, list(range(8)))
     b = _insert(setup, [50, 51, 52, 53])
-    receipt = setup.cache.inc_lock_ref(a)
-    host = setup.cache.inc_host_lock_ref(a)
+    receipt = _receipt(setup.cache.inc_lock_ref(a))
+    host = _receipt(setup.cache.inc_host_lock_ref(a))
     before = _state(core)
     with pytest.raises(ForeignReceiptError, match=rf"FULL device lock on node {a}: receipt .* not issued by this core"):
         setup.cache.dec_lock_ref(a, DecLockRefParams(node_id=a))
     other, other_core = _setup()
-    foreign = other.cache.inc_lock_ref(_insert(other, list(range(8))))
+    foreign_node = _insert(other, list(range(8)))
+    foreign = _receipt(other.cache.inc_lock_ref(foreign_node))
     with pytest.raises(ForeignReceiptError, match="issued by another tree core"):
-        core.dec_lock_ref(foreign.node_id, foreign.to_dec_params())
+        core.dec_lock_ref(foreign_node, foreign.to_dec_params())
     with pytest.raises(MisdirectedReceiptError, match=rf"on node {b}: the receipt is anchored on node {a}"):
         setup.cache.dec_lock_ref(b, receipt.to_dec_params())
     with pytest.raises(MisdirectedReceiptError, match="released as a device lock"):
@@ -89,7 +98,7 @@ def test_spent_foreign_and_misdirected_receipts_raise_before_anything_changes() 
     setup.cache.dec_host_lock_ref(a, host.to_dec_params())
     with pytest.raises(SpentReceiptError):
         setup.cache.dec_host_lock_ref(a, host.to_dec_params())
-    other.cache.dec_lock_ref(foreign.node_id, foreign.to_dec_params())
+    other.cache.dec_lock_ref(foreign_node, foreign.to_dec_params())
     assert core.ledger.live_count == 0 and other_core.ledger.live_count == 0
     for s in (setup, other):
         s.cache.release_host_resources()
@@ -98,7 +107,7 @@ def test_spent_foreign_and_misdirected_receipts_raise_before_anything_changes() 
 def test_a_reset_revokes_every_lease_and_a_late_release_is_refused() -> None:
     setup, core = _setup()
     a = _insert(setup, list(range(8)))
-    receipt = setup.cache.inc_lock_ref(a)
+    receipt = _receipt(setup.cache.inc_lock_ref(a))
     core.inc_full_pin(a)
     setup.cache.reset()
     assert core.ledger.live_count == 0 and core.ledger.revoked >= 2

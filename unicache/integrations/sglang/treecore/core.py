@@ -81,7 +81,7 @@ from array import array
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from itertools import count
-from typing import TYPE_CHECKING, Final, Optional
+from typing import TYPE_CHECKING, Final, Optional, TypeVar
 
 import torch
 from sglang.srt.environ import envs
@@ -123,7 +123,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     UnifiedTreeCoreInterface,
 )
 
-from leases import Held, Lease, LeaseLedger
+from leases import Borrowed, Held, Lease, LeaseLedger
 from unicache.components.full import FullStore
 from unicache.components.handed import HandedValues
 from unicache.integrations.sglang.treecore.errors import (
@@ -172,9 +172,10 @@ _TICK: Final = 1 << 20
 _DIGEST_MASK: Final = (1 << 42) - 1
 
 Actions = list[CacheAction | ComponentAction]
+C = TypeVar("C")
 
 
-def _holders(lease: Lease[Full, Held] | Lease[FullHost, Held]) -> list[Node]:
+def _holders(lease: Borrowed[Lease[C, Held]]) -> list[Node]:
     """The nodes a lease pins (every pin set of this core is held by a node)."""
     out: list[Node] = []
     for p in lease.pin_sets():
