@@ -23,8 +23,15 @@ def host_array(t: torch.Tensor) -> array[int]:
 
 
 def device_tensor(values: list[int] | array[int], device: torch.device) -> torch.Tensor:
-    """An int64 tensor of `values` on `device` (SGLang's device values are int64)."""
-    return torch.tensor(values, dtype=torch.int64, device=device)
+    """An int64 tensor of `values` on `device` (SGLang's device values are int64).
+
+    Through a fresh `array("q")` the tensor owns (`torch.frombuffer`): about a
+    third of `torch.tensor(list)`'s cost for a few hundred values.
+    """
+    if not len(values):
+        return torch.empty((0,), dtype=torch.int64, device=device)
+    t = torch.frombuffer(array("q", values), dtype=torch.int64)
+    return t if device.type == "cpu" else t.to(device)
 
 
 def host_tensor(values: array[int]) -> torch.Tensor:
