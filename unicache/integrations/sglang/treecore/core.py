@@ -17,8 +17,13 @@ keeps them in a `FullStore` in its engine-owned mode
 values in (converted once from the tensors, `values`), the store records
 them per node, one per token, and where unicache's own engine would free to
 its pools it hands them back; every eviction step drains that outbox into
-its result's `device_frees`/`host_frees` (as tensors again). The store
-never allocates, and refuses to hand back values a live lease pins.
+its result's `device_frees`/`host_frees`. The store never allocates, and
+refuses to hand back values a live lease pins. Beside the values the core
+keeps the tensor each node's device values came in as (a clone, sliced by
+splits: `_tensors`): it is what SGLang reads back
+(`collect_full_device_indices`, backup specs) and gets back (device frees),
+so device values cross the boundary as a tensor once, at insert or
+load-back; `sanity_check` compares it with the store's values.
 
 *Pins.* Every pin is a lease of one `LeaseLedger`; nothing else pins and
 there is no counter. Device tier: a device lock (`inc_lock_ref`) is one
@@ -149,12 +154,7 @@ from unicache.integrations.sglang.treecore.receipts import (
     WriteThroughMark,
 )
 from unicache.integrations.sglang.treecore.refusals import refuse_unsupported
-from unicache.integrations.sglang.treecore.values import (
-    device_tensor,
-    host_array,
-    host_tensor,
-    id_list,
-)
+from unicache.integrations.sglang.treecore.values import host_array, host_tensor, id_list
 from unicache.markers import Full
 from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree, common_pages
@@ -246,6 +246,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         self.root = self.tree.root
         self.root.last_access = self._tick()
         self._nodes: dict[int, Node] = {self.root.id: self.root}
+        self._tensors: dict[int, torch.Tensor] = {}
         self._total = 0
         self._protected = 0
         self._insert: Optional[_InsertWalk] = None
@@ -361,8 +362,9 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         elif self.is_evictable_host_leaf(node):
             self.store.lru_host.push(node)
 
-    def _publish_device(self, node: Node, values: list[int]) -> None:
-        """Give `node` (no device values) the device `values`; sizes and queues follow."""
+    def _publish_device(self, node: Node, values: list[int], tensor: torch.Tensor) -> None:
+        """Give `node` (no device values) the device `values` (`tensor`: the same, as SGLang handed them in)."""
+        self._tensors[node.id] = tensor
         dups = self.store.dups
         was = node.id in dups
         self.store.adopt_device(node, values)
@@ -373,10 +375,17 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         if self._dev_pinned(node):
             self._protected += n
 
-    def _drop_device(self, node: Node, frees: list[list[int]]) -> int:
-        """Hand back `node`'s device values (it must be unpinned) into `frees`; the parent may become a leaf."""
+    def _drop_device(self, node: Node, frees: list[torch.Tensor]) -> int:
+        """Hand back `node`'s device values (it must be unpinned) into `frees`; the parent may become a leaf.
+
+        The store hands the values back; `frees` gets them as the tensor kept
+        beside them (`_tensors`), so returning them costs no conversion.
+        """
         n = self.store.drop_device(node)
-        frees.extend(self.handed.take_device())
+        handed = self.handed.take_device()
+        tensor = self._tensors.pop(node.id)
+        assert len(handed) == 1 and len(handed[0]) == tensor.numel() == n, node.id
+        frees.append(tensor)
         self._total -= n
         parent = node.parent
         if parent is not None:
@@ -412,6 +421,11 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     def _on_split(self, upper: Node, lower: Node) -> None:
         """The tree's split callback: register `upper`, carry every pin of `lower` to it, file it."""
         self._nodes[upper.id] = upper
+        tensor = self._tensors.pop(lower.id, None)
+        if tensor is not None:
+            cut = upper.end - upper.start
+            self._tensors[upper.id] = tensor[:cut]
+            self._tensors[lower.id] = tensor[cut:]
         upper.last_access = self._tick()
         lower.last_access = self._tick()
         ledger = self.ledger
@@ -721,23 +735,23 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     def collect_full_device_indices(self, from_node_id: NodeId, until_node_id: NodeId) -> torch.Tensor:
         until = self.node(until_node_id)
         node = self.node(from_node_id)
-        chunks: list[list[int]] = []
-        dev = self.store.dev
+        chunks: list[torch.Tensor] = []
+        tensors = self._tensors
         while node is not until:
-            vals = dev[node.slot]
-            if vals is None:
+            t = tensors.get(node.id)
+            if t is None:
                 raise NodeStateError("collect_full_device_indices", node.id, "its Full KV is not on device")
-            chunks.append(vals)
+            chunks.append(t)
             parent = node.parent
             if parent is None:
                 raise NodeStateError("collect_full_device_indices", until.id, f"not an ancestor of {from_node_id}")
             node = parent
         if not chunks:
             return self._empty
-        out: list[int] = []
-        for vals in reversed(chunks):
-            out += vals
-        return device_tensor(out, self.device)
+        if len(chunks) == 1:
+            return chunks[0]
+        chunks.reverse()
+        return torch.cat(chunks)
 
     # ==== insert ====
 
@@ -797,7 +811,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
                 child = self.tree.split(child, m)
                 self._take_split_action(walk.pending)
             if store.dev[child.slot] is None:
-                self._publish_device(child, walk.values[pos: pos + m])
+                self._publish_device(child, walk.values[pos: pos + m], walk.value[pos: pos + m].clone())
                 self._track_dup(child)
                 self._maybe_file(child)
                 if walk.result.adopted_ranges is not None:
@@ -825,7 +839,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             leaf = self.tree.add_leaf(node, walk.tb[pos * _TB: n * _TB])
             self._nodes[leaf.id] = leaf
             leaf.last_access = self._tick()
-            self._publish_device(leaf, walk.values[pos:n])
+            self._publish_device(leaf, walk.values[pos:n], walk.value[pos:n].clone())
             if result.adopted_ranges is not None:
                 result.record_adopted_range(_FULL, pos, n)
             target = leaf
@@ -907,21 +921,14 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         result.tracker[_FULL] += self._demote(node, result.device_frees[_FULL])
         return result
 
-    def _frees(self, frees: list[list[int]]) -> list[torch.Tensor]:
-        return [device_tensor(v, self.device) for v in frees]
-
     def _demote(self, node: Node, frees: list[torch.Tensor]) -> int:
-        vals: list[list[int]] = []
-        n = self._drop_device(node, vals)
-        frees.extend(self._frees(vals))
+        n = self._drop_device(node, frees)
         self._maybe_file(node)
         return n
 
     def _delete_unbacked(self, node: Node, frees: list[torch.Tensor]) -> int:
         """Free an unbacked device leaf, remove it, then its childless tombstone ancestors."""
-        vals: list[list[int]] = []
-        n = self._drop_device(node, vals)
-        frees.extend(self._frees(vals))
+        n = self._drop_device(node, frees)
         parent = node.parent
         assert parent is not None
         self._remove(node)
@@ -1051,7 +1058,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             raise NodeStateError("build_backup_spec", node_id, "its Full KV is not on device")
         if self.store.host_col[node.slot] is not None:
             return self._empty, {}
-        return device_tensor(vals, self.device), {}
+        return self._tensors[node.id], {}
 
     def build_backup_kv_action(self, node_id: NodeId) -> BackupKV:
         return self._backup_action(self.node(node_id), write_back=False)
@@ -1157,7 +1164,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             h = store.host_col[x.slot]
             assert h is not None
             k = len(h)
-            self._publish_device(x, vals[off: off + k])
+            self._publish_device(x, vals[off: off + k], device_indices[off: off + k].clone())
             off += k
         for x in chain:
             self._maybe_file(x)
@@ -1255,8 +1262,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         node = self.node(node_id)
         if component_type != _FULL:
             return None
-        vals = self.store.dev[node.slot]
-        return None if vals is None else device_tensor(vals, self.device)
+        return self._tensors.get(node.id)
 
     def component_has_host_value_only(self, node_id: NodeId, component_type: ComponentType) -> bool:
         node = self.node(node_id)
@@ -1383,13 +1389,9 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         )
 
     def all_values_flatten(self) -> torch.Tensor:
-        out: list[int] = []
-        dev = self.store.dev
-        for x in self.tree:
-            vals = dev[x.slot]
-            if x is not self.root and vals is not None:
-                out += vals
-        return device_tensor(out, self.device)
+        tensors = self._tensors
+        chunks = [tensors[x.id] for x in self.tree if x.id in tensors]
+        return torch.cat(chunks) if chunks else self._empty
 
     def all_mamba_values_flatten(self) -> torch.Tensor:
         return torch.tensor([], dtype=torch.int64, device=self.device)
@@ -1424,6 +1426,9 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             if parent.children.get(x.kb[:w]) is not x:
                 problems.append(f"node {x.id} is not its parent {parent.id}'s child")
             d = dev[x.slot]
+            t = self._tensors.get(x.id)
+            if (None if t is None else t.tolist()) != d:
+                problems.append(f"node {x.id}: the device tensor kept for it differs from its values")
             if d is not None:
                 total += len(d)
                 if len(d) != x.end - x.start:
