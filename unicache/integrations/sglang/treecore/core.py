@@ -43,7 +43,9 @@ wrong node or release `MisdirectedReceiptError`, each naming node, lock and
 component, before anything changes. A split pins the new upper fragment
 with every lease of the lower one (SGLang copies its counters there). The
 inspection reads SGLang's tests use (lock refs, pending ids) count the
-leases in the node's pin sets.
+leases in the node's pin sets. A node's pin sets are made at its first pin
+and kept while it lives (the store drops them with the node), so a lock
+allocates its receipt and its lease, and no pin set once the path has one.
 
 *Sizes.* Device tokens held (`_total`) and protected tokens (`_protected`,
 device tokens of nodes whose Full pin set is non-empty) are kept
@@ -188,14 +190,12 @@ def _holders(lease: Borrowed[Lease[C, Held]]) -> list[Node]:
 class _InsertWalk:
     """The state of the one suspended insert: where the walk stands and what it still has to emit."""
 
-    __slots__ = ("params", "tb", "n", "values", "value", "node", "pos", "result", "pending")
+    __slots__ = ("params", "tb", "n", "value", "node", "pos", "result", "pending")
 
-    def __init__(self, params: InsertParams, tb: bytes, n: int, values: list[int], value: torch.Tensor,
-                 node: Node) -> None:
+    def __init__(self, params: InsertParams, tb: bytes, n: int, value: torch.Tensor, node: Node) -> None:
         self.params = params
         self.tb = tb
         self.n = n
-        self.values = values
         self.value = value
         self.node = node
         self.pos = 0
@@ -509,7 +509,6 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             slot = x.slot
             p = store.pin_sets.get(slot)
             if p is not None and not p:
-                del store.pin_sets[slot]
                 vals = store.dev[slot]
                 if vals is not None:
                     self._protected -= len(vals)
@@ -523,7 +522,6 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         for x in holders:
             p = sets.get(x.slot)
             if p is not None and not p:
-                del sets[x.slot]
                 self._maybe_file(x)
         return holders
 
@@ -771,7 +769,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         if n == 0:
             return InsertStepResult(actions=[], result=InsertResult(
                 prefix_len=0, mamba_exist=True, last_device_node=self.root.id))
-        self._insert = _InsertWalk(params, tb, n, id_list(value), value, self.root)
+        self._insert = _InsertWalk(params, tb, n, value, self.root)
         return self._advance_insert()
 
     def resume_insert(self) -> InsertStepResult:
@@ -811,7 +809,8 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
                 child = self.tree.split(child, m)
                 self._take_split_action(walk.pending)
             if store.dev[child.slot] is None:
-                self._publish_device(child, walk.values[pos: pos + m], walk.value[pos: pos + m].clone())
+                part = walk.value[pos: pos + m].clone()
+                self._publish_device(child, id_list(part), part)
                 self._track_dup(child)
                 self._maybe_file(child)
                 if walk.result.adopted_ranges is not None:
@@ -839,7 +838,8 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             leaf = self.tree.add_leaf(node, walk.tb[pos * _TB: n * _TB])
             self._nodes[leaf.id] = leaf
             leaf.last_access = self._tick()
-            self._publish_device(leaf, walk.values[pos:n], walk.value[pos:n].clone())
+            part = walk.value[pos:n].clone()
+            self._publish_device(leaf, id_list(part), part)
             if result.adopted_ranges is not None:
                 result.record_adopted_range(_FULL, pos, n)
             target = leaf
@@ -1104,8 +1104,6 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             p = self.handed.host_pins(x)
             if p is not None and lease in p:
                 self.ledger.unpin(lease, p)
-                if not p:
-                    del self.handed.host_pin_sets[x.slot]
                 self._track_dup(x)
                 self._maybe_file(x)
         if lease.pin_count == 0:
