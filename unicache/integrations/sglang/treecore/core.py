@@ -130,7 +130,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     UnifiedTreeCoreInterface,
 )
 
-from leases import Borrowed, Held, Lease, LeaseLedger
+from leases import Borrowed, Held, Lease, LeaseLedger, PinSet
 from unicache.components.full import FullStore
 from unicache.components.handed import HandedValues
 from unicache.integrations.sglang.treecore.errors import (
@@ -490,13 +490,17 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     def _pin_device(self, path: list[Node], owner: object) -> tuple[Lease[Full, Held], int]:
         """One lease pinning the device tier of every node of `path`; returns it and the tokens newly protected."""
         store = self.store
+        dev = store.dev
         delta = 0
+        sets: list[PinSet[Full, Node]] = []
         for x in path:
-            if not self._dev_pinned(x):
-                vals = store.dev[x.slot]
+            p = store.pin_set(x)
+            if not p:
+                vals = dev[x.slot]
                 if vals is not None:
                     delta += len(vals)
-        lease = self.ledger.acquire(Full, owner=owner, pins=store.pin_sets_of(path))
+            sets.append(p)
+        lease = self.ledger.acquire(Full, owner=owner, pins=tuple(sets))
         self._protected += delta
         return lease, delta
 
@@ -1100,14 +1104,18 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         lease = self.write_marks.get(ack_id)
         if lease is None:
             return
+        marked = _holders(lease)
+        if all(x in nodes for x in marked):
+            self._unpin_host(self.write_marks.pop(ack_id))
+            for x in nodes:
+                self._track_dup(x)
+            return
         for x in nodes:
             p = self.handed.host_pins(x)
             if p is not None and lease in p:
                 self.ledger.unpin(lease, p)
                 self._track_dup(x)
                 self._maybe_file(x)
-        if lease.pin_count == 0:
-            self._unpin_host(self.write_marks.pop(ack_id))
 
     # ==== HiCache: load-back ====
 
