@@ -11,7 +11,7 @@ from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 
 from tests.integrations.sglang.treecore.inspector import InspectedUnicacheTreeCore
-from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
+from unicache.integrations.sglang.treecore.core import LEASE_HISTORY_ENV, UnicacheTreeCore
 from unicache.integrations.sglang.treecore.errors import (
     ForeignReceiptError,
     FullPinMissingError,
@@ -149,4 +149,20 @@ def test_sanity_check_recomputes_sizes_from_values_and_leases() -> None:
     inspected(core, a, ComponentType.FULL, torch.arange(4))  # type: ignore[arg-type]
     with pytest.raises(TreeCoreSanityError, match=rf"node {a}: 4 device values for 8 tokens"):
         setup.cache.sanity_check()
+    setup.cache.release_host_resources()
+
+
+def test_the_flight_recorder_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, core = _setup()
+    assert core.ledger.history == 0
+    monkeypatch.setenv(LEASE_HISTORY_ENV, "64")
+    setup, core = _setup()
+    a = _insert(setup, list(range(8)))
+    setup.cache.dec_lock_ref(a, setup.cache.inc_lock_ref(a).to_dec_params())
+    assert core.ledger.history == 64
+    kinds = [e.kind.name for e in core.ledger.events()]
+    assert kinds[-2:] == ["ACQUIRE", "RELEASE"]
+    monkeypatch.setenv(LEASE_HISTORY_ENV, "-1")
+    with pytest.raises(ValueError, match=r"UNICACHE_SGLANG_LEASE_HISTORY='-1': must be an int >= 0"):
+        _setup()
     setup.cache.release_host_resources()
