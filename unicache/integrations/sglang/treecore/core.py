@@ -361,8 +361,11 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
 
     def is_evictable_device_leaf(self, node: Node) -> bool:
         """SGLang's D-leaf: not the root, Full on device, no child on device, no device pin."""
-        return (node.parent is not None and node.slot != 0 and node.dev_children == 0
-                and self.store.dev[node.slot] is not None and not self._dev_pinned(node))
+        slot = node.slot
+        if node.parent is None or slot == 0 or node.dev_children or self.store.dev[slot] is None:
+            return False
+        p = self.store.pin_sets.get(slot)
+        return p is None or not p
 
     def is_evictable_host_leaf(self, node: Node) -> bool:
         """SGLang's H-leaf: not the root, Full on host only, no children, no pin on either tier."""
@@ -373,10 +376,18 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
 
     def _maybe_file(self, node: Node) -> None:
         """File `node` in the eviction queue of the tier it just became an evictable leaf of."""
-        if self.is_evictable_device_leaf(node):
-            self.store.lru_device.push(node)
-        elif self.is_evictable_host_leaf(node):
-            self.store.lru_host.push(node)
+        store = self.store
+        slot = node.slot
+        if node.parent is None or slot == 0:
+            return
+        p = store.pin_sets.get(slot)
+        if p is not None and p:
+            return
+        if store.dev[slot] is not None:
+            if not node.dev_children:
+                store.lru_device.push(node)
+        elif not node.children and store.host_col[slot] is not None and not self._host_pinned(node):
+            store.lru_host.push(node)
 
     def _publish_device(self, node: Node, values: list[int], tensor: torch.Tensor) -> None:
         """Give `node` (no device values) the device `values` (`tensor`: the same, as SGLang handed them in)."""
