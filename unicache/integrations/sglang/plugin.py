@@ -7,6 +7,8 @@ detokenizer) before any cache is built. Idempotent. Three names:
 * tree core ``"unicache"`` (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=unicache``):
   `UnicacheTreeCore`, unicache's own tree and leases behind SGLang's
   interface (FULL so far; other configurations refused at construction);
+  radix cache ``"unicache"`` (``--radix-cache-backend unicache``): that core
+  inside `LeaseUnifiedRadixCache`;
 
 * tree core ``"leases"`` (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=leases``):
   `LeaseTreeCore` inside SGLang's stock `UnifiedRadixCache`;
@@ -66,11 +68,21 @@ def lease_radix_cache_factory(ctx: TreeCacheBuildContext) -> BasePrefixCache:
     return create_unified_radix_cache(ctx, cache_class=LeaseUnifiedRadixCache)
 
 
+def unicache_radix_cache_factory(ctx: TreeCacheBuildContext) -> BasePrefixCache:
+    """Build `LeaseUnifiedRadixCache` with tree core ``"unicache"`` through SGLang's own builder."""
+    from unicache.integrations.sglang.cache import LeaseUnifiedRadixCache
+
+    ctx.params.tree_core_backend = UNICACHE_BACKEND
+    return create_unified_radix_cache(ctx, cache_class=LeaseUnifiedRadixCache)
+
+
 def register() -> None:
-    """Register tree cores ``"leases"`` and ``"unicache"`` and radix cache ``"leases"`` unless already registered."""
+    """Register tree cores and radix caches ``"leases"`` and ``"unicache"`` unless already registered."""
     if get_tree_core_factory(BACKEND_NAME) is None:
         register_tree_core_backend(BACKEND_NAME, lease_tree_core_factory)
     if get_tree_core_factory(UNICACHE_BACKEND) is None:
         register_tree_core_backend(UNICACHE_BACKEND, unicache_tree_core_factory)
     if get_radix_cache_factory(BACKEND_NAME) is None:
         register_radix_cache_backend(BACKEND_NAME, lease_radix_cache_factory)
+    if get_radix_cache_factory(UNICACHE_BACKEND) is None:
+        register_radix_cache_backend(UNICACHE_BACKEND, unicache_radix_cache_factory)
