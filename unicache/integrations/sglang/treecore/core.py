@@ -350,7 +350,10 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
 
     def write_through_ack(self, node: Node) -> Optional[int]:
         """The ack id of the in-flight backup marking the node (SGLang's `write_through_pending_id`), or None."""
-        for lease in self.host_leases(node):
+        p = self.handed.host_pin_sets.get(node.slot)
+        if p is None or not p:
+            return None
+        for lease in p:
             owner = lease.owner
             if isinstance(owner, WriteThroughMark):
                 return owner.ack_id
@@ -438,9 +441,12 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         """SGLang's duplicate tracking: index a settled node on both tiers (keeping its place), drop others."""
         slot = node.slot
         dups = self.store.dups
-        if (node.parent is not None and slot != 0 and self.store.dev[slot] is not None
-                and self.store.host_col[slot] is not None
-                and self.write_through_ack(node) is None and not self._load_back_pinned(node)):
+        settled = (node.parent is not None and slot != 0 and self.store.dev[slot] is not None
+                   and self.store.host_col[slot] is not None)
+        if settled:
+            p = self.handed.host_pin_sets.get(slot)
+            settled = p is None or not any(isinstance(lease.owner, (WriteThroughMark, LoadBackPin)) for lease in p)
+        if settled:
             dups.setdefault(node.id, node)
         else:
             dups.pop(node.id, None)
@@ -1123,7 +1129,16 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         else:
             for p in sets:
                 self.ledger.pin(lease, p)
-        depth = {x.id: len(self._path(x)) for x in nodes}
+        if len(nodes) == 1:
+            return [nodes[0].id]
+        depth: dict[int, int] = {}
+        for x in nodes:
+            d = 0
+            up = x.parent
+            while up is not None:
+                d += 1
+                up = up.parent
+            depth[x.id] = d
         return sorted(node_ids, key=lambda nid: (depth[nid], nid))
 
     def finish_write_through(self, node_ids: list[NodeId], ack_id: int) -> None:
