@@ -89,7 +89,7 @@ from array import array
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from itertools import count
-from typing import TYPE_CHECKING, Final, Optional, TypeVar
+from typing import TYPE_CHECKING, Final, Optional, TypeVar, cast
 
 import torch
 from sglang.srt.environ import envs
@@ -194,13 +194,8 @@ def lease_history() -> int:
 
 
 def _holders(lease: Borrowed[Lease[C, Held]]) -> list[Node]:
-    """The nodes a lease pins (every pin set of this core is held by a node)."""
-    out: list[Node] = []
-    for p in lease.pin_sets():
-        x = p.holder
-        assert isinstance(x, Node)
-        out.append(x)
-    return out
+    """The nodes a lease pins (every pin set of this core is made by a store for a node: `pin_set`, `host_pin_set`)."""
+    return cast("list[Node]", [p.holder for p in lease.pin_sets()])
 
 
 class _InsertWalk:
@@ -542,14 +537,19 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         holders = _holders(lease)
         lease.release()
         store = self.store
+        dev = store.dev
+        lru = store.lru_device
         for x in holders:
             slot = x.slot
             p = store.pin_sets.get(slot)
             if p is not None and not p:
-                vals = store.dev[slot]
-                if vals is not None:
+                vals = dev[slot]
+                if vals is None:
+                    self._maybe_file(x)
+                else:
                     self._protected -= len(vals)
-                self._maybe_file(x)
+                    if not x.dev_children:
+                        lru.push(x)
 
     def _unpin_host(self, lease: Lease[FullHost, Held]) -> list[Node]:
         """Release a host lease; returns the nodes it pinned (each drained one may become a host leaf)."""
