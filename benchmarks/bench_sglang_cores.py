@@ -1,12 +1,14 @@
-"""SGLang 0.5.23's own cache on the harness workload: tree core "leases" vs "python" vs "rust".
+"""SGLang 0.5.23's own cache on the harness workload: tree cores "leases" and "unicache" vs "python" vs "rust".
 
 Run (in the SGLang venv): `make bench-sglang`, or
 `.venv-sglang/bin/python benchmarks/bench_sglang_cores.py [--rounds R] [--sessions N]
 [--clock wall|cpu] [--harness PATH/sglang_harness.py] [--json PATH]`.
 
-Part 1, throughput: each round runs the three cores back to back (order
-rotated per round) on the same requests; requests/s are medians over the
-rounds, and the leases/python and leases/rust ratios are printed, both as
+Part 1, throughput: each round runs the cores back to back (order
+rotated per round) on the same requests: "python", "leases", "rust" and,
+on FULL (the configuration it covers so far), "unicache"; requests/s are
+medians over the rounds, and the ratios of "leases" and "unicache" to
+"python" and "rust" are printed, both as
 the ratio of the medians and as the median of the per-round ratios (each
 taken from runs seconds apart, so less exposed to a shared machine's load
 swings). `--clock cpu` times the replay loop in process CPU time instead of
@@ -48,7 +50,7 @@ import torch
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 
-import unicache.integrations.sglang  # noqa: E402,F401  (registers "leases")
+import unicache.integrations.sglang  # noqa: E402,F401  (registers "leases" and "unicache")
 from unicache.integrations.sglang.workload import (  # noqa: E402
     Request,
     ReplayResult,
@@ -58,7 +60,9 @@ from unicache.integrations.sglang.workload import (  # noqa: E402
     replay,
 )
 
-CORES = ("python", "leases", "rust")
+CORES = ("python", "leases", "rust", "unicache")
+OURS = ("leases", "unicache")
+POLICY = ["write_back"]
 
 
 def _check_harness(path: str, seed: int, sessions: int, reqs: list[Request]) -> None:
@@ -82,23 +86,24 @@ CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]
 def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int,
          swa_window: int | None = None) -> ReplayResult:
     setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx,
-                        copy_bytes=COPY_BYTES[0], swa_window=swa_window)
+                        copy_bytes=COPY_BYTES[0], swa_window=swa_window, policy=POLICY[0])
     try:
         return replay(setup, reqs, ack_every=ack_every, clock=CLOCK[0])
     finally:
         setup.cache.release_host_resources()
 
 
-def throughput(reqs: list[Request], unique: int, rounds: int) -> list[dict[str, Any]]:
+def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str, ...]) -> list[dict[str, Any]]:
     device, ctx = pool_sizes(reqs, unique)
     rows: list[dict[str, Any]] = []
-    for mamba in (False, True):
-        label = "FULL+MAMBA" if mamba else "FULL"
-        rps: dict[str, list[float]] = {c: [] for c in CORES}
+    for label in configs:
+        mamba = label == "FULL+MAMBA"
+        cores = CORES if not mamba else tuple(c for c in CORES if c != "unicache")
+        rps: dict[str, list[float]] = {c: [] for c in cores}
         digests: dict[str, int] = {}
         for r in range(rounds):
-            order = CORES[r % 3:] + CORES[: r % 3]
-            for core in order:
+            k = r % len(cores)
+            for core in cores[k:] + cores[:k]:
                 res = _run(core, mamba, device, ctx, reqs, 1)
                 rps[core].append(res.requests / res.wall_s)
                 if digests.setdefault(core, res.digest) != res.digest:
@@ -106,21 +111,22 @@ def throughput(reqs: list[Request], unique: int, rounds: int) -> list[dict[str, 
         if len(set(digests.values())) != 1:
             raise SystemExit(f"{label}: cores did different work: {digests}")
         med = {c: statistics.median(v) for c, v in rps.items()}
-        paired = {c: statistics.median(a / b for a, b in zip(rps["leases"], rps[c])) for c in ("python", "rust")}
-        row = {
-            "config": f"{label}/ps1/write_back",
+        row: dict[str, Any] = {
+            "config": f"{label}/ps1/{POLICY[0]}",
             "req_per_s": med,
             "req_per_s_all": {c: [round(x, 1) for x in v] for c, v in rps.items()},
-            "leases_vs_python": med["leases"] / med["python"],
-            "leases_vs_rust": med["leases"] / med["rust"],
-            "leases_vs_python_paired": paired["python"],
-            "leases_vs_rust_paired": paired["rust"],
             "digest": next(iter(digests.values())),
         }
+        ratios = []
+        for ours in (c for c in OURS if c in cores):
+            for base in ("python", "rust"):
+                paired = statistics.median(a / b for a, b in zip(rps[ours], rps[base]))
+                row[f"{ours}_vs_{base}"] = med[ours] / med[base]
+                row[f"{ours}_vs_{base}_paired"] = paired
+                ratios.append(f"{ours}/{base}={med[ours] / med[base]:.3f}x (paired {paired:.3f}x)")
         rows.append(row)
-        print(f"{row['config']:26s} " + "  ".join(f"{c}={med[c]:7.1f} req/s" for c in CORES)
-              + f"  leases/python={row['leases_vs_python']:.3f}x (paired {paired['python']:.3f}x)"
-              + f"  leases/rust={row['leases_vs_rust']:.3f}x (paired {paired['rust']:.3f}x)")
+        print(f"{row['config']:26s} " + "  ".join(f"{c}={med[c]:7.1f} req/s" for c in cores)
+              + "  " + "  ".join(ratios))
     return rows
 
 
@@ -163,7 +169,17 @@ def main(argv: list[str] | None = None) -> None:
                     help="time the replay loop in wall time or in process CPU time")
     ap.add_argument("--harness", help="path of sglang_harness.py, to confirm the workload is the same")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--configs", default="FULL,FULL+MAMBA",
+                    help="throughput configurations, comma-separated: FULL, FULL+MAMBA")
+    ap.add_argument("--policy", choices=["write_back", "write_through"], default="write_back",
+                    help="HiCache write policy of the throughput runs")
+    ap.add_argument("--skip-overlap", action="store_true", help="only the throughput part")
     args = ap.parse_args(argv)
+    configs = tuple(c.strip() for c in args.configs.split(",") if c.strip())
+    bad = [c for c in configs if c not in ("FULL", "FULL+MAMBA")]
+    if bad:
+        ap.error(f"--configs: unknown configuration {bad[0]!r} (choose from FULL, FULL+MAMBA)")
+    POLICY[0] = args.policy
     torch.set_num_threads(1)
     COPY_BYTES[0] = args.transfer == "copy"
     CLOCK[0] = time.process_time_ns if args.clock == "cpu" else time.perf_counter_ns
@@ -173,10 +189,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}; "
           f"clock: {args.clock}; load average {os.getloadavg()[0]:.1f}")
     forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork)
-    out = {"throughput": [] if args.skip_throughput else throughput(reqs, unique, args.rounds),
-           "overlap": overlap(reqs, unique, args.ack_every, "", args.swa_window)
-           + overlap(forked, forked_unique, args.ack_every, f"/fork={args.fork}",
-                     args.swa_window)}
+    out = {"throughput": [] if args.skip_throughput else throughput(reqs, unique, args.rounds, configs),
+           "overlap": [] if args.skip_overlap else (
+               overlap(reqs, unique, args.ack_every, "", args.swa_window)
+               + overlap(forked, forked_unique, args.ack_every, f"/fork={args.fork}", args.swa_window))}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -137,3 +137,17 @@ class InvalidSlotError(CacheError, ValueError):
 
 class EngineStateError(CacheError, RuntimeError):
     """A transfer engine used out of order: before `attach(pools)` (or `bind`), or after `close()`."""
+
+
+class PinnedValuesError(CacheError):
+    """An engine-owned store was asked to hand back values of a node that live leases pin."""
+
+    def __init__(self, component: str, tier: str, node: int, lease_ids: Sequence[int]) -> None:
+        super().__init__(
+            f"{component} {tier} values of node {node} are pinned by leases {list(lease_ids)}: "
+            "they cannot be handed back to the engine until those leases are released"
+        )
+        self.component = component
+        self.tier = tier
+        self.node = node
+        self.lease_ids = tuple(lease_ids)

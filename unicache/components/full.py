@@ -49,7 +49,11 @@ class FullStore(PagedStore[Full]):
         slot = node.slot
         pages = self.dev[slot]
         assert pages is not None, node.id
-        self.device.free(pages)
+        handed = self.handed
+        if handed is None:
+            self.device.free(pages)
+        else:
+            handed.hand_device(node, pages, self.pin_sets.get(slot))
         self.dev[slot] = None
         parent = node.parent
         if parent is not None:
@@ -69,7 +73,7 @@ class FullStore(PagedStore[Full]):
             if self.host_col[slot] is not None:
                 self.dups[node.id] = node
             return True
-        self.device.free(slots)
+        self._hand_or_free_device(node, slots)
         return False
 
     def file_split(self, upper: Node) -> None:
@@ -113,7 +117,7 @@ class FullStore(PagedStore[Full]):
                     if host[slot] is not None:
                         self.dups[x.id] = x
                 else:
-                    self.device.free(pages)
+                    self._hand_or_free_device(x, pages)
                     dups += len(pages)
                 x = x.parent
         return dups
@@ -137,7 +141,7 @@ class FullStore(PagedStore[Full]):
                     elif not x.children:
                         self.lru_host.push(x)
                 else:
-                    self.host.free(pages)
+                    self._hand_or_free_host(pages)
                     dups += len(pages)
                 x = x.parent
         return dups

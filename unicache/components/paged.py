@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from leases import PinSet
 from mypy_extensions import mypyc_attr
 
+from unicache.components.handed import HandedValues
 from unicache.components.store import ComponentStore, segment_parts
 from unicache.pools.allocator import SlotAllocator
 from unicache.tree.node import Node
 
 C = TypeVar("C")
+S = TypeVar("S", bound="PagedStore[Any]")
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -26,22 +28,66 @@ class PagedStore(ComponentStore, Generic[C]):
     slot to its pin set, created on the node's first pin and dropped when a
     release drains it. Slot 0 is the null slot of dead nodes and stays
     empty everywhere.
+
+    Engine-owned mode (`engine_owned`): the columns hold the engine's index
+    values, one per token (`values_per_page` = the page size), which the
+    caller hands in; dropping a node's data appends them to `handed` instead
+    of freeing them (see `unicache.components.handed`). `handed` is None in
+    the default mode, where the store's allocators own the slots.
     """
 
-    __slots__ = ("dev", "host_col", "pin_sets", "component")
+    __slots__ = ("dev", "host_col", "pin_sets", "component", "handed", "values_per_page")
 
     dev: list[list[int] | None]
     host_col: list[array[int] | None]
     pin_sets: dict[int, PinSet[C, Node]]
     component: type[C]
     """The marker (`marker`), typed for the pin sets it makes."""
+    handed: HandedValues | None
+    """The outbox of the engine-owned mode; None when the store's allocators own the slots."""
+    values_per_page: int
+    """Column entries per page of a node's key: 1 (a slot a page), or the page size in engine-owned mode."""
 
     def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
         self.dev = [None]
         self.host_col = [None]
         self.pin_sets = {}
         self.component = self.marker
+        self.handed = None
+        self.values_per_page = 1
         super().__init__(device, host)
+
+    @classmethod
+    def engine_owned(cls: type[S], page_size: int, host_marker: type) -> S:
+        """A store in engine-owned mode: one column entry per token, index values handed in and back.
+
+        Its allocators have capacity 0 (nothing can be allocated from them);
+        `host_marker` types its host pin sets.
+        """
+        if page_size < 1:
+            raise ValueError(f"{cls.__name__}: page_size must be >= 1, got {page_size}")
+        name = cls.marker.__name__
+        store = cls(SlotAllocator(f"{name} device (engine-owned)", 0),
+                    SlotAllocator(f"{name} host (engine-owned)", 0, compact=True))
+        store.configure(page_size, 0)
+        store.handed = HandedValues(name, host_marker)
+        store.values_per_page = page_size
+        return store
+
+    def _hand_or_free_device(self, node: Node, values: list[int]) -> None:
+        """Give `values` (device data `node` no longer holds) back: to the engine, or to the allocator."""
+        handed = self.handed
+        if handed is None:
+            self.device.free(values)
+        else:
+            handed.hand_device(node, values, None)
+
+    def _hand_or_free_host(self, values: array[int]) -> None:
+        handed = self.handed
+        if handed is None:
+            self.host.free(values)
+        else:
+            handed.host.append(values)
 
     def pins(self, node: Node) -> PinSet[C, Node] | None:
         return self.pin_sets.get(node.slot)
@@ -108,7 +154,7 @@ class PagedStore(ComponentStore, Generic[C]):
                 dev[x.slot] = part
                 lru.push(x)
             else:
-                self.device.free(part)
+                self._hand_or_free_device(x, part)
                 dups += len(part)
         return dups
 
@@ -122,7 +168,7 @@ class PagedStore(ComponentStore, Generic[C]):
                 host[x.slot] = part
                 lru.push(x)
             else:
-                self.host.free(part)
+                self._hand_or_free_host(part)
                 dups += len(part)
         return dups
 
@@ -132,7 +178,7 @@ class PagedStore(ComponentStore, Generic[C]):
             self.dev[slot] = slots
             self.lru_device.push(node)
             return True
-        self.device.free(slots)
+        self._hand_or_free_device(node, slots)
         return False
 
     def file_split(self, upper: Node) -> None:
@@ -179,7 +225,11 @@ class PagedStore(ComponentStore, Generic[C]):
         slot = node.slot
         pages = self.dev[slot]
         assert pages is not None, node.id
-        self.device.free(pages)
+        handed = self.handed
+        if handed is None:
+            self.device.free(pages)
+        else:
+            handed.hand_device(node, pages, self.pin_sets.get(slot))
         self.dev[slot] = None
         return len(pages)
 
@@ -187,7 +237,12 @@ class PagedStore(ComponentStore, Generic[C]):
         slot = node.slot
         pages = self.host_col[slot]
         assert pages is not None, node.id
-        self.host.free(pages)
+        handed = self.handed
+        if handed is None:
+            self.host.free(pages)
+        else:
+            handed.check_host(node)
+            handed.host.append(pages)
         self.host_col[slot] = None
         return len(pages)
 
@@ -205,14 +260,19 @@ class PagedStore(ComponentStore, Generic[C]):
         self.dev[slot] = None
         self.host_col[slot] = None
         self.pin_sets.pop(slot, None)
+        if self.handed is not None:
+            self.handed.clear(slot)
 
     def truncate(self) -> None:
         del self.dev[1:]
         del self.host_col[1:]
         self.pin_sets.clear()
+        if self.handed is not None:
+            self.handed.truncate()
 
     def split(self, upper: Node, lower: Node, pages: int) -> None:
         u, lo = upper.slot, lower.slot
+        pages *= self.values_per_page
         dev = self.dev
         d = dev[lo]
         if d is not None:

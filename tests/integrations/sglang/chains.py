@@ -18,7 +18,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     MatchPrefixParams,
 )
 from sglang.srt.mem_cache.radix_cache import RadixKey
-from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache, _OngoingLoadBack
 
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.node import LeaseTreeNode
@@ -146,3 +146,18 @@ def lock_counters(core: LeaseTreeCore) -> dict[tuple[int, int], tuple[int, int]]
         for n in core._collect_all_nodes()
         for ct in range(len(n.component_data))
     }
+
+
+def second_load_back_on(setup: CacheSetup, anchor: int) -> None:
+    """What `_load_back_transfers` does for a load-back, on an anchor already loading."""
+    cache = setup.cache
+    core = cache.tree_core
+    host = cache.inc_host_lock_ref(anchor).to_dec_params()
+    kv_xfer, comp_xfers = core.build_load_back_spec(anchor)
+    controller = cache.cache_controller
+    assert controller is not None and kv_xfer.host_indices is not None
+    dev = controller.load(host_indices=kv_xfer.host_indices, node_id=anchor, extra_pools=None)
+    assert dev is not None
+    cache._apply_cache_actions(core.commit_load_back(anchor, dev, kv_xfer, comp_xfers))
+    cache.ongoing_load_back[anchor] = _OngoingLoadBack(
+        anchor, cache.inc_lock_ref(anchor).to_dec_params(), host)

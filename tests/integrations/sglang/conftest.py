@@ -1,4 +1,4 @@
-"""CPU stand-ins for SGLang 0.5.23's unit-test kit, and a test-only inspected lease core.
+"""CPU stand-ins for SGLang 0.5.23's unit-test kit, and test-only inspected lease and "unicache" cores.
 
 The kit builds caches on the accelerator with the ``kernel`` HiCache io
 backend; here the device is the CPU, the io backend ``direct`` with the
@@ -41,6 +41,7 @@ import unicache.integrations.sglang  # noqa: E402,F401  (registers "leases")
 from unicache.integrations.sglang.core import LeaseTreeCore  # noqa: E402
 from unicache.integrations.sglang.lockcore import LockLeaseCore  # noqa: E402
 from unicache.integrations.sglang.cpu import install_cpu_shims, server_args  # noqa: E402
+from tests.integrations.sglang.treecore.inspector import InspectedUnicacheTreeCore  # noqa: E402
 
 
 class InspectedLeaseTreeCore(LeaseTreeCore, UnifiedTreeCoreInspector):
@@ -51,6 +52,12 @@ def _inspected_lease_factory(
     params: CacheInitParams, components: dict[ComponentType, TreeComponent]
 ) -> UnifiedTreeCoreInterface:
     return InspectedLeaseTreeCore(params, components)
+
+
+def _inspected_unicache_factory(
+    params: CacheInitParams, components: dict[ComponentType, TreeComponent]
+) -> UnifiedTreeCoreInterface:
+    return InspectedUnicacheTreeCore(params, components)
 
 
 def _cpu_server_args(**kwargs: object) -> ServerArgs:
@@ -75,7 +82,8 @@ def sglang_on_cpu() -> Iterator[None]:
     with (
         mock.patch.object(kit_fixtures, "get_device", lambda: "cpu"),
         mock.patch.object(kit_mixins, "ServerArgs", _cpu_server_args),
-        mock.patch.dict(_TREE_CORE_REGISTRY, {"leases": _inspected_lease_factory}),
+        mock.patch.dict(_TREE_CORE_REGISTRY, {"leases": _inspected_lease_factory,
+                                              "unicache": _inspected_unicache_factory}),
         mock.patch.object(atexit, "register", track),
         mock.patch.object(LockLeaseCore, "strict_counters", True),
     ):

@@ -19,7 +19,7 @@ from sglang.srt.mem_cache.registry import get_radix_cache_factory
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache, _OngoingLoadBack
 
-from tests.integrations.sglang.chains import D, start_load_back, warm_chain
+from tests.integrations.sglang.chains import D, second_load_back_on, start_load_back, warm_chain
 from unicache.integrations.sglang.cache import AnchorLoadBacks, LeaseUnifiedRadixCache
 from unicache.integrations.sglang.core import LeaseTreeCore
 from unicache.integrations.sglang.plugin import lease_radix_cache_factory
@@ -31,28 +31,13 @@ def _locks(setup: CacheSetup, node_id: int) -> tuple[int, int]:
     return int(data.lock_ref), int(data.host_lock_ref)
 
 
-def _second_load_back_on(setup: CacheSetup, anchor: int) -> None:
-    """What `_load_back_transfers` does for a load-back, on an anchor already loading."""
-    cache = setup.cache
-    core = cache.tree_core
-    host = cache.inc_host_lock_ref(anchor).to_dec_params()
-    kv_xfer, comp_xfers = core.build_load_back_spec(anchor)
-    controller = cache.cache_controller
-    assert controller is not None and kv_xfer.host_indices is not None
-    dev = controller.load(host_indices=kv_xfer.host_indices, node_id=anchor, extra_pools=None)
-    assert dev is not None
-    cache._apply_cache_actions(core.commit_load_back(anchor, dev, kv_xfer, comp_xfers))
-    cache.ongoing_load_back[anchor] = _OngoingLoadBack(
-        anchor, cache.inc_lock_ref(anchor).to_dec_params(), host)
-
-
 def _two_on_one_anchor(cache_class: type[UnifiedRadixCache]) -> tuple[CacheSetup, int, tuple[int, int]]:
     setup = warm_chain("leases", cache_class)
     anchor = int(setup.cache.match_prefix(MatchPrefixParams(key=RadixKey(array("q", D)))).best_match_node)
     idle = _locks(setup, anchor)
     a = start_load_back(setup, D, 1)
     assert a[0] == anchor and a[3]
-    _second_load_back_on(setup, anchor)
+    second_load_back_on(setup, anchor)
     return setup, anchor, idle
 
 

@@ -1,4 +1,4 @@
-"""The server path: SGLang's own plugin loader registers "leases", and the env var selects it."""
+"""The server path: SGLang's own plugin loader registers "leases" and "unicache", and the env var selects one."""
 
 from __future__ import annotations
 
@@ -34,3 +34,36 @@ def test_entry_point_registers_and_env_var_selects_the_lease_core() -> None:
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("OK LeaseTreeCore")
+
+
+UNICACHE_SCRIPT = textwrap.dedent(
+    """
+    import logging, warnings
+    warnings.filterwarnings("ignore"); logging.disable(logging.WARNING)
+    from sglang.srt.mem_cache.unified_cache.tree_core_registry import registered_tree_core_backends
+    assert "unicache" not in registered_tree_core_backends(), "registered before the plugins ran"
+    from sglang.srt.plugins import load_plugins
+    load_plugins()
+    assert "unicache" in registered_tree_core_backends(), registered_tree_core_backends()
+    from unicache.integrations.sglang.workload import build_cache
+    from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
+    setup = build_cache(backend=None, mamba=False, device_tokens=64, max_context_len=32)
+    assert type(setup.cache.tree_core) is UnicacheTreeCore, type(setup.cache.tree_core)
+    try:
+        build_cache(backend=None, mamba=True, device_tokens=64, max_context_len=32)
+    except ValueError as e:
+        print("REFUSED", e)
+    print("OK", type(setup.cache.tree_core).__name__)
+    """
+)
+
+
+def test_entry_point_registers_and_env_var_selects_the_unicache_core() -> None:
+    env = dict(os.environ, SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND="unicache")
+    env.pop("SGLANG_PLUGINS", None)
+    done = subprocess.run([sys.executable, "-c", UNICACHE_SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "OK UnicacheTreeCore"
+    assert lines[-2].startswith("REFUSED tree core 'unicache' does not support components FULL+MAMBA")

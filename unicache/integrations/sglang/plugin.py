@@ -1,8 +1,14 @@
-"""Registration of ``"leases"`` with SGLang's tree-core and radix-cache registries.
+"""Registration of ``"leases"`` and ``"unicache"`` with SGLang's tree-core and radix-cache registries.
 
 `register` is the ``sglang.srt.plugins`` entry point of this distribution:
 SGLang's `load_plugins()` runs it in every server process (engine, scheduler,
-detokenizer) before any cache is built. Idempotent. Two names, one word:
+detokenizer) before any cache is built. Idempotent. Three names:
+
+* tree core ``"unicache"`` (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=unicache``):
+  `UnicacheTreeCore`, unicache's own tree and leases behind SGLang's
+  interface (FULL so far; other configurations refused at construction);
+  radix cache ``"unicache"`` (``--radix-cache-backend unicache``): that core
+  inside `LeaseUnifiedRadixCache`;
 
 * tree core ``"leases"`` (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=leases``):
   `LeaseTreeCore` inside SGLang's stock `UnifiedRadixCache`;
@@ -33,6 +39,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
 )
 
 BACKEND_NAME: Final = "leases"
+UNICACHE_BACKEND: Final = "unicache"
 
 
 def lease_tree_core_factory(
@@ -44,6 +51,15 @@ def lease_tree_core_factory(
     return LeaseTreeCore(params, components)
 
 
+def unicache_tree_core_factory(
+    params: CacheInitParams, components: dict[ComponentType, TreeComponent]
+) -> UnifiedTreeCoreInterface:
+    """Build a `UnicacheTreeCore` (SGLang's `TreeCoreFactory` signature)."""
+    from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
+
+    return UnicacheTreeCore(params, components)
+
+
 def lease_radix_cache_factory(ctx: TreeCacheBuildContext) -> BasePrefixCache:
     """Build `LeaseUnifiedRadixCache` with tree core ``"leases"`` through SGLang's own builder."""
     from unicache.integrations.sglang.cache import LeaseUnifiedRadixCache
@@ -52,9 +68,21 @@ def lease_radix_cache_factory(ctx: TreeCacheBuildContext) -> BasePrefixCache:
     return create_unified_radix_cache(ctx, cache_class=LeaseUnifiedRadixCache)
 
 
+def unicache_radix_cache_factory(ctx: TreeCacheBuildContext) -> BasePrefixCache:
+    """Build `LeaseUnifiedRadixCache` with tree core ``"unicache"`` through SGLang's own builder."""
+    from unicache.integrations.sglang.cache import LeaseUnifiedRadixCache
+
+    ctx.params.tree_core_backend = UNICACHE_BACKEND
+    return create_unified_radix_cache(ctx, cache_class=LeaseUnifiedRadixCache)
+
+
 def register() -> None:
-    """Register tree core and radix cache ``"leases"`` unless already registered."""
+    """Register tree cores and radix caches ``"leases"`` and ``"unicache"`` unless already registered."""
     if get_tree_core_factory(BACKEND_NAME) is None:
         register_tree_core_backend(BACKEND_NAME, lease_tree_core_factory)
+    if get_tree_core_factory(UNICACHE_BACKEND) is None:
+        register_tree_core_backend(UNICACHE_BACKEND, unicache_tree_core_factory)
     if get_radix_cache_factory(BACKEND_NAME) is None:
         register_radix_cache_backend(BACKEND_NAME, lease_radix_cache_factory)
+    if get_radix_cache_factory(UNICACHE_BACKEND) is None:
+        register_radix_cache_backend(UNICACHE_BACKEND, unicache_radix_cache_factory)

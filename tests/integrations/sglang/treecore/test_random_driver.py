@@ -1,0 +1,158 @@
+"""A seeded random driver calling SGLang's cache the way its scheduler does, on tree core "unicache".
+
+Operations, in random order: requests (match, load-back of a host hit with
+its ack deferred, lock, allocate with eviction, insert; the lock kept until
+a later release), releases in any order, deferred load-back acks,
+write-through acks, device and host evictions, and an occasional reset.
+After every operation: SGLang's `sanity_check` (which runs the core's:
+sizes, pins and queues recomputed from the tree and the live leases) and
+conservation of both pools (free indices plus the tree's values is the pool:
+an index handed back twice or never shows). The same seed on SGLang's
+Python core must give the same per-request outcomes. At the end every lease
+is released and none leaked.
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from sglang.srt.mem_cache.base_prefix_cache import (
+    DecLockRefParams,
+    EvictParams,
+    InitLoadBackParams,
+    InsertParams,
+    MatchPrefixParams,
+)
+from sglang.srt.mem_cache.radix_cache import RadixKey
+
+from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
+from unicache.integrations.sglang.treecore.errors import SpentReceiptError
+from unicache.integrations.sglang.workload import CacheSetup, build_cache, request_stand_in
+
+DEVICE = 128
+STEPS = 160
+
+
+@dataclass
+class Run:
+    outcomes: list[tuple[str, int, int, int]] = field(default_factory=list)
+    locks: list[tuple[int, DecLockRefParams]] = field(default_factory=list)
+    spent: list[tuple[int, DecLockRefParams]] = field(default_factory=list)
+
+
+def _host(setup: CacheSetup) -> tuple[int, int]:
+    controller = setup.cache.cache_controller
+    assert controller is not None
+    pool = controller.mem_pool_host
+    return int(pool.available_size()), int(pool.size)
+
+
+def _conserved(setup: CacheSetup, core: UnicacheTreeCore) -> None:
+    tree_device = core.total_size()[0]
+    assert setup.allocator.available_size() + tree_device == DEVICE, (setup.allocator.available_size(), tree_device)
+    free, size = _host(setup)
+    tree_host = sum(len(h) for x in core.nodes() if x.parent is not None
+                    for h in [core.host_values(x)] if h is not None)
+    assert free + tree_host == size, (free, tree_host, size)
+
+
+def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[int]], i: int) -> None:
+    cache = setup.cache
+    base = rng.choice(seqs) if seqs and rng.random() < 0.7 else []
+    tokens = base[: rng.randint(0, len(base))] + [rng.randrange(6) for _ in range(rng.randint(1, 24))]
+    key = RadixKey(array("q", tokens))
+    m = cache.match_prefix(MatchPrefixParams(key=key))
+    node, dev_len, loaded = m.last_device_node, int(m.device_prefix_len), 0
+    if m.host_hit_length > 0 or cache.tree_core.is_full_device_evicted(m.best_match_node):
+        before = len(cache.ongoing_load_back)
+        out = cache.init_load_back(InitLoadBackParams(
+            best_match_node=m.best_match_node, host_hit_length=int(m.host_hit_length),
+            req=request_stand_in(i, node, 0, 0)))
+        if len(cache.ongoing_load_back) > before and out is not None:
+            loaded, node = out
+            dev_len += loaded
+            cache.ready_to_load_host_cache()
+            if rng.random() < 0.5:
+                cache.loading_check()
+    lock = cache.inc_lock_ref(node)
+    need = len(tokens) - dev_len
+    if need > 0 and setup.allocator.available_size() < need:
+        cache.evict_for_alloc(EvictParams(num_tokens=need - setup.allocator.available_size()))
+    new = setup.allocator.alloc(need) if need > 0 else torch.empty(0, dtype=torch.int64)
+    run.outcomes.append(("request", dev_len, int(m.host_hit_length), loaded))
+    if new is None:
+        run.outcomes.append(("no room", need, 0, 0))
+        cache.dec_lock_ref(node, lock.to_dec_params())
+        return
+    prefix = cache.path_device_indices(node) if dev_len > 0 else torch.empty(0, dtype=torch.int64)
+    cache.insert(InsertParams(key=key, value=torch.cat((prefix, new)), prev_prefix_len=dev_len))
+    run.locks.append((node, lock.to_dec_params()))
+    seqs.append(tokens)
+
+
+def drive(backend: str, seed: int, policy: str, check: bool) -> Run:
+    rng = random.Random(seed)
+    setup = build_cache(backend=backend, mamba=False, device_tokens=DEVICE, policy=policy, max_context_len=64,
+                        host_ratio=2.0)
+    cache = setup.cache
+    cache.load_back_threshold = 1  # every host hit loads back (SGLang's default is 10 tokens)
+    run = Run()
+    seqs: list[list[int]] = []
+    core = cache.tree_core
+    for i in range(STEPS):
+        op = rng.random()
+        if op < 0.45:
+            _request(setup, run, rng, seqs, i)
+        elif op < 0.7 and run.locks:
+            node, params = run.locks.pop(rng.randrange(len(run.locks)))
+            cache.dec_lock_ref(node, params)
+        elif op < 0.8:
+            cache.ready_to_load_host_cache()
+            cache.loading_check()
+            cache.check_hicache_events()
+        elif op < 0.9:
+            res = cache.evict_for_alloc(EvictParams(num_tokens=rng.randint(1, 24)))
+            run.outcomes.append(("evict", res.num_tokens_evicted, 0, 0))
+        elif op < 0.985:
+            run.outcomes.append(("evict_host", cache.evict_host(rng.randint(1, 24)), 0, 0))
+        else:
+            cache.ready_to_load_host_cache()
+            cache.loading_check()
+            cache.writing_check(write_back=True)
+            run.spent += run.locks
+            run.locks = []
+            cache.reset()
+            setup.allocator.clear()  # as SGLang's flush_cache does after the cache's reset
+            seqs = []
+        if check:
+            assert isinstance(core, UnicacheTreeCore)
+            cache.sanity_check()
+            if not cache.ongoing_load_back and not cache.ongoing_write_through:
+                _conserved(setup, core)
+    cache.ready_to_load_host_cache()
+    cache.loading_check()
+    for node, params in run.locks:
+        cache.dec_lock_ref(node, params)
+    cache.writing_check(write_back=True)
+    if isinstance(core, UnicacheTreeCore):
+        for node, params in run.spent:
+            with pytest.raises(SpentReceiptError, match="revoked by a reset"):
+                core.dec_lock_ref(node, params)
+        cache.sanity_check()
+        assert core.ledger.live_count == 0 and core.ledger.leaked == 0
+        assert core.protected_size() == 0
+    setup.cache.release_host_resources()
+    return run
+
+
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+@pytest.mark.parametrize("seed", range(4))
+def test_random_driver_checks_every_step_and_matches_python(seed: int, policy: str) -> None:
+    ours = drive("unicache", seed, policy, check=True)
+    stock = drive("python", seed, policy, check=False)
+    assert any(kind == "request" and loaded for kind, _, _, loaded in ours.outcomes), "no load-back exercised"
+    assert ours.outcomes == stock.outcomes

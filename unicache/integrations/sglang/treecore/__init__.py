@@ -1,0 +1,10 @@
+"""Tree core ``"unicache"``: unicache's own tree, engine-owned Full store and leases behind SGLang's interface.
+
+`UnicacheTreeCore` (in `core`) implements SGLang 0.5.23's
+`UnifiedTreeCoreInterface` directly (no subclass of SGLang's Python tree
+core). Modules, one concept each: `refusals` (the configurations it does
+not cover, refused at construction), `receipts` (the lock receipt SGLang
+holds and the owners of every other lease), `errors` (typed misuse
+errors), `values` (tensor <-> index-list conversions at the boundary),
+`core` (the interface, with its design essay).
+"""
