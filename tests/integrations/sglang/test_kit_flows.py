@@ -10,7 +10,8 @@ reloaded KV must be the bytes written before eviction.
 from __future__ import annotations
 
 import unittest
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import torch
@@ -35,6 +36,34 @@ def _flow_configs() -> list[CacheConfig]:
 
 
 CFGS = _flow_configs()
+
+R = TypeVar("R", covariant=True)
+T = TypeVar("T")
+
+
+class KitFlow(Protocol[R]):
+    """A kit flow bound to one config: runs on one tree core and write policy, returns what it saw."""
+
+    cfg: CacheConfig
+
+    def run_flow(self, backend: str, policy: str) -> R: ...
+
+    def doCleanups(self) -> None: ...
+
+
+def outcomes_by_backend(
+    make: Callable[[], KitFlow[T]], cfg: CacheConfig, policy: str, backends: Sequence[str]
+) -> dict[str, T]:
+    """Run a fresh flow of `make` on each tree core of `backends` (cleaned up after each); outcomes by core."""
+    outcomes: dict[str, T] = {}
+    for backend in backends:
+        flow = make()
+        flow.cfg = cfg
+        try:
+            outcomes[backend] = flow.run_flow(backend, policy)
+        finally:
+            flow.doCleanups()
+    return outcomes
 
 
 class _Flow(UnifiedRadixCacheLoadBackFixtures, unittest.TestCase):
@@ -102,14 +131,7 @@ class _Flow(UnifiedRadixCacheLoadBackFixtures, unittest.TestCase):
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
 @pytest.mark.parametrize("cfg", CFGS, ids=[c.label for c in CFGS])
 def test_backup_evict_load_back_same_on_both_cores(cfg: CacheConfig, policy: str) -> None:
-    outcomes = {}
-    for backend in ("python", "leases"):
-        flow = _Flow()
-        flow.cfg = cfg
-        try:
-            outcomes[backend] = flow.run_flow(backend, policy)
-        finally:
-            flow.doCleanups()
+    outcomes = outcomes_by_backend(_Flow, cfg, policy, ("python", "leases"))
     leases = outcomes["leases"].pop("leases")
     assert outcomes["leases"] == outcomes["python"]
     py = outcomes["python"]

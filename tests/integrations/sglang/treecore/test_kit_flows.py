@@ -23,7 +23,7 @@ from sglang.test.kits.unified_radix_cache.unified_tree_core_inspection_interface
     UnifiedTreeCoreInspectionInterface,
 )
 
-from tests.integrations.sglang.test_kit_flows import _Flow
+from tests.integrations.sglang.test_kit_flows import _Flow, outcomes_by_backend
 from tests.integrations.sglang.treecore.inspector import InspectedUnicacheTreeCore
 
 FULL_CFGS = [c for c in CONFIGS if c.components == (ComponentType.FULL,) and c.page_size <= 64]
@@ -38,14 +38,7 @@ def _core(cache: UnifiedRadixCache) -> UnifiedTreeCoreInspectionInterface:
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
 @pytest.mark.parametrize("cfg", FULL_CFGS, ids=[c.label for c in FULL_CFGS])
 def test_backup_evict_load_back_same_as_python(cfg: CacheConfig, policy: str) -> None:
-    outcomes = {}
-    for backend in ("python", "unicache"):
-        flow = _Flow()
-        flow.cfg = cfg
-        try:
-            outcomes[backend] = flow.run_flow(backend, policy)
-        finally:
-            flow.doCleanups()
+    outcomes = outcomes_by_backend(_Flow, cfg, policy, ("python", "unicache"))
     assert outcomes["unicache"] == outcomes["python"]
     py = outcomes["python"]
     assert py["started"] and py["device_after_evict"] < py["device_before_evict"]
@@ -113,12 +106,5 @@ class _LockEvictFlow(UnifiedRadixCacheLoadBackFixtures, unittest.TestCase):
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
 @pytest.mark.parametrize("cfg", FULL_CFGS, ids=[c.label for c in FULL_CFGS])
 def test_lock_and_evict_same_as_python(cfg: CacheConfig, policy: str) -> None:
-    outcomes = {}
-    for backend in ("python", "unicache"):
-        flow = _LockEvictFlow()
-        flow.cfg = cfg
-        try:
-            outcomes[backend] = flow.run_flow(backend, policy)
-        finally:
-            flow.doCleanups()
+    outcomes = outcomes_by_backend(_LockEvictFlow, cfg, policy, ("python", "unicache"))
     assert outcomes["unicache"] == outcomes["python"]
