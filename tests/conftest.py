@@ -1,4 +1,4 @@
-"""Root test configuration: the pytester plugin, the `--slow` switch and the hypothesis profiles.
+"""Root test configuration: the pytester plugin, the `--slow` switch, the hypothesis profiles and shared fixtures.
 
 Hypothesis runs derandomized by default (profile ``ci``): every test draws
 the same examples on every run and machine, so the suite cannot fail by
@@ -9,6 +9,9 @@ failure prints the blob that reproduces it).
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -34,3 +37,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def umask_027() -> Iterator[None]:
+    """Run the test under umask 027 (outputs must take the umask's permissions), restored after."""
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)

@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,15 +28,6 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str)
         assert needle in lines[0], (needle, lines[0])
     assert captured.out == ""
     return lines[0]
-
-
-@pytest.fixture
-def umask_027() -> Iterator[None]:
-    old = os.umask(0o027)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def test_replay_leaves_dev_null_a_character_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

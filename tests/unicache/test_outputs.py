@@ -8,7 +8,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ from unicache.outputs import (
     check_file,
     write_atomic,
 )
-
-
-@pytest.fixture
-def umask_027() -> Iterator[None]:
-    old = os.umask(0o027)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def _refused(path: str | Path, reason: str, *, directory: bool = False) -> OutputPathError:
