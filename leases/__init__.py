@@ -25,6 +25,7 @@ from leases.linear import consumed_by, consumes, is_linear, linear
 from leases.mailbox import Mailbox
 from leases.pinset import PinSet
 from leases.state import Held, Released, Settle
+from leases.untracked import untracked
 from leases.watchdog import LeaseWatchdog, OverdueLease, WatchdogError
 
 __all__ = [
@@ -59,4 +60,5 @@ __all__ = [
     "is_linear",
     "linear",
     "remove_leak_listener",
+    "untracked",
 ]

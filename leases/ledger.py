@@ -204,7 +204,8 @@ class LeaseLedger:
             site: str | None = _site(stacklevel)
         else:
             site = None
-        lease: Lease[C, Held] = _new_lease(Lease)
+        # Not issued yet: a refusal below drops it half-built (it has no outcome, so __del__ skips it).
+        lease: Lease[C, Held] = _new_lease(Lease)  # lease: ignore[lease-leak]
         lease_id = self._next_id
         ref = _weakref(lease)
         if pinned:
@@ -338,14 +339,14 @@ class LeaseLedger:
                 return lease
         return None
 
-    def held_since(self, instant: float) -> list[Lease[Any, Held]]:
+    def held_since(self, instant: float) -> list[Borrowed[Lease[Any, Held]]]:
         """The live leases acquired at or before `instant` by the ledger's clock, oldest first.
 
         Reads the registry in acquisition order and stops at the first younger
         lease, so the cost is the number returned (the clock is monotonic).
         Safe from another thread, as `oldest`.
         """
-        out: list[Lease[Any, Held]] = []
+        out: list[Borrowed[Lease[Any, Held]]] = []
         for ref in list(self._live.values()):
             lease = ref()
             if lease is None or lease.outcome is not None:
@@ -449,15 +450,16 @@ class LeaseLedger:
             self.record(EventKind.EPOCH, detail=f"epoch {self.epoch}")
         return self.epoch
 
-    def live(self) -> list[Lease[Any, Held]]:
-        """Every held lease of the current epoch, in acquisition order."""
+    def live(self) -> list[Borrowed[Lease[Any, Held]]]:
+        """Every held lease of the current epoch, in acquisition order (their owners keep them)."""
         if self._pending_leaks and _get_ident() == self._thread_id:
             self._drain_leaks()
-        return [
-            lease
-            for ref in list(self._live.values())
-            if (lease := ref()) is not None and lease.outcome is None
-        ]
+        out: list[Borrowed[Lease[Any, Held]]] = []
+        for ref in list(self._live.values()):
+            lease = ref()
+            if lease is not None and lease.outcome is None:
+                out.append(lease)
+        return out
 
     def get(self, lease_id: int) -> Borrowed[Lease[Any, Held]] | None:
         """The live lease with this id, or None."""

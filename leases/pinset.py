@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from typing_extensions import TypeVar as DefaultTypeVar
 
+from leases.borrow import Borrowed
 from leases.errors import LeaseArgumentError
 from leases.state import Held
 
@@ -77,11 +78,17 @@ class PinSet(Generic[C, H]):
         lease = ref() if ref is not None else None
         return lease is not None and lease.outcome is None
 
-    def __iter__(self) -> Iterator[Lease[C, Held]]:
+    def __iter__(self) -> Iterator[Borrowed[Lease[C, Held]]]:
+        """The held leases in this set (a snapshot; their owners keep them)."""
         refs = self._refs
         if not refs:
             return iter(())
-        return iter([lease for r in list(refs.values()) if (lease := r()) is not None and lease.outcome is None])
+        out: list[Borrowed[Lease[C, Held]]] = []
+        for r in list(refs.values()):
+            lease = r()
+            if lease is not None and lease.outcome is None:
+                out.append(lease)
+        return iter(out)
 
     def __len__(self) -> int:
         refs = self._refs

@@ -37,6 +37,7 @@ from mypy.types import (
     ProperType,
     TupleType,
     Type,
+    TypeOfAny,
     TypeType,
     UnionType,
     get_proper_type,
@@ -44,6 +45,7 @@ from mypy.types import (
 
 from leases.check.model import (
     LEASE,
+    generator_item,
     consuming_method,
     is_borrowed,
     is_linear_info,
@@ -111,6 +113,11 @@ class CallModel:
             return plain
         modes = list(plain)
         for j, actuals in enumerate(formal_to_actual):
+            formal = get_proper_type(ct.arg_types[j])
+            if isinstance(formal, AnyType) and formal.type_of_any != TypeOfAny.from_error:
+                for i in actuals:
+                    modes[i] = "untyped"
+                continue
             mode = param_mode(ct.arg_types[j])
             for i in actuals:
                 if mode == "own" and modes[i] == "lend" and e.arg_kinds[i] not in (ARG_STAR, ARG_STAR2):
@@ -175,6 +182,25 @@ class CallModel:
                 sym = info.get(callee.name)
                 return sym.node if sym is not None else None
         return None
+
+    def declared_returns(self, e: CallExpr) -> list[Type] | None:
+        """The declared return types of the callee (None: unknown)."""
+        node = self.declared(e)
+        sig: Type | None = None
+        if isinstance(node, Decorator):
+            sig = node.var.type or node.func.type
+        elif isinstance(node, FuncBase):
+            sig = node.type
+        elif isinstance(node, Var):
+            sig = node.type or self.types.get(e.callee)
+        return _declared_returns(sig)
+
+    def generator_yields(self, e: CallExpr) -> Type | None:
+        """What a call to a generator function declared `Iterator[X]` (or the like) yields: X."""
+        rets = self.declared_returns(e)
+        if not rets or len(rets) != 1:
+            return None
+        return generator_item(rets[0])
 
     def returns_owned(self, e: CallExpr) -> str | None:
         """"owned", "borrowed" or None, from the callee's declared return type."""

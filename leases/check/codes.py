@@ -57,8 +57,17 @@ UNCHECKED: Final = ErrorCode(
     CATEGORY,
 )
 
+UNTRACKED: Final = ErrorCode(
+    "lease-untracked",
+    "A lease or linear value flows where leasecheck cannot follow it; hand it on through a "
+    "tracked type or say so with untracked(value, reason=...)",
+    CATEGORY,
+)
+PARTIAL: Final = "lease-partial"
+"""Not an error: the code of the notes `leasecheck --partial` lists (escapes, suppressions, ...)."""
+
 ALL_CODES: Final = (
     LEAK, DOUBLE_RELEASE, USE_AFTER_RELEASE, USE_AFTER_MOVE, DISCARDED, ESCAPE, NOT_OWNED, OWNER,
-    DANGLING, UNCHECKED,
+    DANGLING, UNCHECKED, UNTRACKED,
 )
 CODE_NAMES: Final = frozenset(code.code for code in ALL_CODES)

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from mypy.nodes import (
+    ARG_STAR,
+    ARG_STAR2,
     Block,
+    CallExpr,
     Decorator,
     Expression,
     ForStmt,
     FuncBase,
     IntExpr,
+    ListExpr,
     MatchStmt,
     MemberExpr,
     NameExpr,
     RefExpr,
+    StarExpr,
     TryStmt,
     TupleExpr,
     TypeInfo,
@@ -27,7 +33,9 @@ from mypy.patterns import (
     ClassPattern,
     OrPattern,
     Pattern,
+    SequencePattern,
     SingletonPattern,
+    StarredPattern,
     ValuePattern,
 )
 from mypy.types import (
@@ -42,10 +50,14 @@ from mypy.types import (
 )
 
 from leases.check.facts import (
+    ENTRY,
     HELD,
     MAX_ITERATIONS,
     OTHER,
     RELEASED,
+    UNKNOWN,
+    Value,
+    spelled,
     Facts,
     LoopFrame,
     State,
@@ -56,7 +68,15 @@ from leases.check.facts import (
     join_all,
     same,
 )
-from leases.check.model import LEASE, Tracked, classify, is_linear_info
+from leases.check.model import (
+    LEASE,
+    UNTRACKED_ESCAPE,
+    Tracked,
+    classify,
+    container_item,
+    is_borrowed,
+    is_linear_info,
+)
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import name_refs
 
@@ -94,6 +114,9 @@ class CompoundMixin(OwnershipBase):
                 if same(new_head, head):
                     break
                 head = new_head
+            else:
+                self.mod.note(end_line, 0, f"partial: the loop ending at line {end_line} reached no "
+                                           f"fixpoint in {MAX_ITERATIONS} passes")
         finally:
             self.muted -= 1
         frame = LoopFrame(frame_locals)
@@ -129,6 +152,7 @@ class CompoundMixin(OwnershipBase):
         self.st = join_all([self.st, *frame.breaks])
 
     def for_stmt(self, s: ForStmt) -> None:
+        mode, container = self.iteration(s.expr)
         self.lend(self.ev(s.expr))
         if self.st is None:
             return
@@ -137,7 +161,7 @@ class CompoundMixin(OwnershipBase):
 
         def one_pass(head: State) -> tuple[State | None, State | None]:
             self.st = dict(head)
-            self.bind(s.index, OTHER, s.line)
+            self.bind_loop_target(s.index, mode, container, s.line)
             self.block(s.body)
             return head, self.st
 
@@ -146,6 +170,104 @@ class CompoundMixin(OwnershipBase):
         if self.st is not None and s.else_body is not None:
             self.block(s.else_body)
         self.st = join_all([self.st, *frame.breaks])
+
+    def iteration(self, it: Expression) -> tuple[str, Expression | None]:
+        """What a loop over `it` binds: "owned" items (an owning generator), "entry" (items of a
+        container, which still holds them), "borrowed", "unknown" (a tracked type from anything
+        else), or "" (nothing tracked). The second item is the container, for "entry"."""
+        if isinstance(it, CallExpr):
+            callee = it.callee
+            if isinstance(callee, RefExpr) and callee.fullname == UNTRACKED_ESCAPE:
+                return "", None
+            source = self.iterated_container(it)
+            if source is not None:
+                return self.container_mode(source), source
+            produced = self.calls.generator_yields(it)
+            if produced is not None:
+                if is_borrowed(produced) or classify(produced) is None:
+                    return ("borrowed" if classify(produced) is not None else ""), None
+                return "owned", None
+        found = self.container_mode(it)
+        if found:
+            return found, it
+        t = self.types.get(it)
+        p = get_proper_type(t) if t is not None else None
+        if isinstance(p, Instance) and p.args and _tracked_somewhere(p.args[-1]):
+            return "unknown", None
+        if isinstance(p, TupleType) and any(_tracked_somewhere(x) for x in p.items):
+            return "unknown", None
+        return "", None
+
+    def iterated_container(self, it: Expression) -> Expression | None:
+        """The container whose items `it` iterates: `c.values()`, `list(c.items())`, `enumerate(c)`."""
+        if not isinstance(it, CallExpr):
+            return it if self.container_mode(it) else None
+        callee = it.callee
+        if isinstance(callee, MemberExpr) and callee.name in ("values", "items", "copy") \
+                and not it.args:
+            return self.iterated_container(callee.expr)
+        if isinstance(callee, NameExpr) and callee.fullname in COPIES and it.args:
+            return self.iterated_container(it.args[0])
+        return None
+
+    def container_mode(self, e: Expression) -> str:
+        t = self.types.get(e)
+        p = get_proper_type(t) if t is not None else None
+        if isinstance(p, Instance) and p.type.fullname == "builtins.tuple" and p.args:
+            item: Type | None = p.args[0]
+        else:
+            item = container_item(t)
+        if item is None:
+            return ""
+        p = get_proper_type(item)
+        if isinstance(p, TupleType) and any(_tracked_somewhere(x) for x in p.items):
+            return "entry"
+        if classify(item) is None:
+            return ""
+        return "borrowed" if is_borrowed(item) else "entry"
+
+    def bind_loop_target(self, target: Expression, mode: str, container: Expression | None,
+                         line: int) -> None:
+        """Bind a `for` (or comprehension) target according to `iteration`'s answer."""
+        if self.st is None:
+            return
+        if isinstance(target, (TupleExpr, ListExpr)):
+            for item in target.items:
+                self.bind_loop_target(item, mode, container, line)
+            return
+        var = self.local_var(target) if isinstance(target, NameExpr) else None
+        kind = classify(var.type) if var is not None else None
+        if not mode or var is None or kind is None or not isinstance(target, NameExpr):
+            self.bind(target, OTHER, line)
+            return
+        if mode == "owned":
+            self.bind_local(var, Value("fresh", target.line, target.column, noun=kind.noun,
+                                       source="the generator"), target.line, target.column)
+            return
+        self.bind_local(var, OTHER, target.line, target.column)
+        if mode == "borrowed":
+            self.st[var] = borrowed(kind.noun)
+        elif mode == "unknown":
+            self.st[var] = frozenset({(UNKNOWN, target.line, target.column, kind.noun)})
+        else:
+            name = spelled(container) if container is not None else None
+            marker = self.marker(f"{name or '<container>'}[*]")
+            if name is not None and self.outlives(container):
+                self.entries[marker] = name
+            self.entry_of[var] = marker
+            self.st[var] = frozenset({(ENTRY, target.line, target.column, kind.noun)})
+
+    def outlives(self, container: Expression | None) -> bool:
+        """Whether a container outlives this call: a parameter, a field, anything but a local."""
+        if isinstance(container, NameExpr):
+            var = container.node
+            if isinstance(var, Var) and var in self.locals:
+                return self.fn is not None and any(
+                    a.variable is var and a.kind not in (ARG_STAR, ARG_STAR2)
+                    for a in self.fn.arguments
+                )
+            return True
+        return isinstance(container, MemberExpr)
 
     @staticmethod
     def _last_line(b: Block) -> int:
@@ -299,12 +421,30 @@ class CompoundMixin(OwnershipBase):
         return isinstance(ret, Instance) and ret.type.fullname == "builtins.bool"
 
     def match_stmt(self, s: MatchStmt) -> None:
-        self.lend(self.ev(s.subject))
+        items: list[Value] | None = None
+        temps: list[Var] = []
+        if isinstance(s.subject, TupleExpr) and not any(
+            isinstance(i, StarExpr) for i in s.subject.items
+        ):
+            items = []
+            for i, item in enumerate(s.subject.items):
+                v = self.ev(item)
+                if v.kind == "fresh" and self.st is not None:
+                    temp = Var(f"match subject item {i}", None)
+                    self.st[temp] = frozenset({(HELD, v.line, v.column, v.noun)})
+                    temps.append(temp)
+                    v = Value("var", v.line, v.column, var=temp)
+                elif v.kind != "var":
+                    self.lend(v)
+                items.append(v)
+        else:
+            self.lend(self.ev(s.subject))
         if self.st is None:
             return
         remaining: State | None = self.st
         outs: list[State | None] = []
         subject = self.local_var(s.subject)
+        whole = Value("var", s.subject.line, s.subject.column, var=subject) if subject else None
         enum_left = _enum_members(self.types.get(s.subject))
         for pattern, guard, body in zip(s.patterns, s.guards, s.bodies):
             if remaining is None:
@@ -313,12 +453,12 @@ class CompoundMixin(OwnershipBase):
             presence = self.pattern_presence(pattern) if subject is not None else None
             if subject is not None and presence is not None:
                 self.st = self.narrow(self.st, subject, present=presence)
-            self.bind_pattern(pattern)
+            self.bind_pattern(pattern, whole, items)
             if guard is not None:
                 t, f = self.cond(guard)
                 remaining = join(remaining, f)
                 self.st = t
-            elif self.irrefutable(pattern):
+            elif self.irrefutable(pattern, items):
                 remaining = None
             else:
                 if subject is not None and presence is not None:
@@ -332,9 +472,15 @@ class CompoundMixin(OwnershipBase):
             outs.append(self.st)
         outs.append(remaining)
         self.st = join_all(outs)
+        if temps and self.st is not None:
+            self.check_exit(self.st, "match", s.line, only=temps)
+            for temp in temps:
+                self.st.pop(temp, None)
 
     def pattern_presence(self, p: Pattern) -> bool | None:
         """False for `case None:`, True for a class pattern of a tracked class, else None."""
+        if isinstance(p, AsPattern) and p.pattern is not None:
+            return self.pattern_presence(p.pattern)
         if isinstance(p, SingletonPattern):
             return False if p.value is None else None
         if isinstance(p, ClassPattern) and isinstance(p.class_ref.node, TypeInfo):
@@ -342,15 +488,33 @@ class CompoundMixin(OwnershipBase):
             return True if info.fullname == LEASE or is_linear_info(info) else None
         return None
 
-    def irrefutable(self, p: Pattern) -> bool:
+    def irrefutable(self, p: Pattern, items: list[Value] | None = None) -> bool:
+        """Whether `p` matches anything (with `items`: a tuple subject of that many items)."""
         if isinstance(p, AsPattern):
             return p.pattern is None or self.irrefutable(p.pattern)
         if isinstance(p, OrPattern):
             return any(self.irrefutable(sub) for sub in p.patterns)
+        if isinstance(p, SequencePattern) and items is not None:
+            return len(p.patterns) == len(items) and all(self.irrefutable(sub) for sub in p.patterns)
         return False
 
-    def bind_pattern(self, p: Pattern) -> None:
+    def bind_pattern(self, p: Pattern, whole: Value | None, items: list[Value] | None) -> None:
+        """Bind a pattern's captures: `case X() as k` / `case k` take the subject itself, and
+        the captures of a sequence pattern over a tuple subject take its items; others bind
+        nothing owned."""
+        bound: set[NameExpr] = set()
+        if isinstance(p, AsPattern) and p.name is not None and whole is not None:
+            self.bind(p.name, whole, p.name.line)
+            bound.add(p.name)
+        elif isinstance(p, SequencePattern) and items is not None and len(p.patterns) == len(items) \
+                and not any(isinstance(sub, StarredPattern) for sub in p.patterns):
+            for sub, item in zip(p.patterns, items):
+                if isinstance(sub, AsPattern) and sub.name is not None:
+                    self.bind(sub.name, item, sub.name.line)
+                    bound.add(sub.name)
         for name in name_refs(p):
+            if name in bound:
+                continue
             if isinstance(name.node, Var) and name.node in self.locals and name.is_new_def:
                 self.bind(name, OTHER, name.line)
 
@@ -393,3 +557,17 @@ def _enum_values(p: Pattern) -> set[str]:
     if isinstance(p, ValuePattern) and isinstance(p.expr, MemberExpr):
         return {p.expr.name}
     return set()
+
+
+COPIES: Final = frozenset({
+    "builtins.list", "builtins.tuple", "builtins.sorted", "builtins.reversed", "builtins.iter",
+    "builtins.set", "builtins.frozenset", "builtins.enumerate",
+})
+"""Calls whose result iterates over the items of their first argument, which keeps them."""
+
+
+def _tracked_somewhere(t: Type) -> bool:
+    p = get_proper_type(t)
+    if isinstance(p, TupleType):
+        return any(_tracked_somewhere(x) for x in p.items)
+    return classify(t) is not None and not is_borrowed(t)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy.nodes import (
     AssertTypeExpr,
     AssignmentExpr,
@@ -15,6 +17,7 @@ from mypy.nodes import (
     Expression,
     GeneratorExpr,
     IndexExpr,
+    IntExpr,
     LambdaExpr,
     ListComprehension,
     ListExpr,
@@ -27,6 +30,8 @@ from mypy.nodes import (
     SetComprehension,
     SetExpr,
     StarExpr,
+    StrExpr,
+    SuperExpr,
     TupleExpr,
     TypeInfo,
     UnaryExpr,
@@ -37,17 +42,19 @@ from mypy.nodes import (
 from mypy.types import (
     AnyType,
     CallableType,
+    FunctionLike,
     Instance,
     TupleType,
     Type,
+    TypeType,
     UninhabitedType,
     get_proper_type,
 )
 
 from leases.check import codes
 from leases.check.facts import (
-    BORROWED,
     HELD,
+    MOVED,
     MAX_ITERATIONS,
     NEW,
     NONE,
@@ -59,15 +66,24 @@ from leases.check.facts import (
     join_all,
     same,
     slot_of,
+    spelled,
 )
 from leases.check.model import (
+    CASTS,
+    DYNAMIC_CALLEES,
     GENERATOR_TYPES,
+    LEASE,
+    UNTRACKED_ESCAPE,
+    awaited_kind,
     LEASE_CONSUMING,
     MOVE_OUT_METHODS,
     classify,
+    consuming_method,
     container_item,
     is_borrowed,
+    is_weak_owner,
 )
+from leases.check.calls import STDLIB_CONTAINERS
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children
 
@@ -146,6 +162,9 @@ class ExpressionsMixin(OwnershipBase):
             self.lend(self.ev(e.else_expr))
             self.st = join(after, self.st)
             return OTHER
+        if isinstance(e, CastExpr) and isinstance(get_proper_type(e.type), AnyType):
+            self.sink(e.expr, lambda v: self.untracked_flow(v, "a cast to Any"))
+            return OTHER
         if isinstance(e, (CastExpr, AssertTypeExpr)):
             return self.ev(e.expr)
         if isinstance(e, AssignmentExpr):
@@ -154,6 +173,11 @@ class ExpressionsMixin(OwnershipBase):
             return Value("var", e.line, e.column, var=var) if var is not None else OTHER
         if isinstance(e, AwaitExpr):
             inner = self.ev(e.expr)
+            if inner.kind == "awaitable":
+                self.suspension("await", e.line)
+                if inner.items:
+                    return Value("tuple", e.line, e.column, items=inner.items, source=inner.source)
+                return Value("fresh", e.line, e.column, noun=inner.noun, source=inner.source)
             self.lend(inner)
             self.suspension("await", e.line)
             if isinstance(e.expr, CallExpr):
@@ -182,7 +206,10 @@ class ExpressionsMixin(OwnershipBase):
             self.mod.enqueue_function(e, self.enclosing | frozenset(self.locals))
             return OTHER
         if isinstance(e, IndexExpr):
-            self.lend(self.ev(e.base))
+            base = self.ev(e.base)
+            if base.kind == "tuple" and isinstance(e.index, IntExpr):
+                return self.tuple_item(base, e.index.value, e)
+            self.lend(base)
             self.lend(self.ev(e.index))
             kind = classify(self.types.get(e))
             if kind is not None:
@@ -201,8 +228,24 @@ class ExpressionsMixin(OwnershipBase):
                 self.lend(self.ev(child))
         return OTHER
 
+    def tuple_item(self, t: Value, index: int, at: Expression) -> Value:
+        """`f()[i]` of a call returning owned values: item `i` is owned, the others are dropped."""
+        nouns = t.items
+        if not -len(nouns) <= index < len(nouns):
+            self.lend(t)
+            return OTHER
+        picked = nouns[index]
+        for i, noun in enumerate(nouns):
+            if noun and i != index % len(nouns):
+                self.report(t.line, t.column, codes.DISCARDED.code,
+                            f'{noun} at index {i} of the tuple returned by "{t.source}" is discarded')
+        if picked is None:
+            return OTHER
+        return Value("fresh", at.line, at.column, noun=picked, source=t.source)
+
     def comprehension(self, g: GeneratorExpr | DictionaryComprehension,
                       dict_comp: DictionaryComprehension | None) -> None:
+        modes = [self.iteration(seq) for seq in g.sequences]
         self.lend(self.ev(g.sequences[0]))
         if self.st is None:
             return
@@ -215,7 +258,7 @@ class ExpressionsMixin(OwnershipBase):
             for i, (index, seq, conds) in enumerate(zip(g.indices, g.sequences, g.condlists)):
                 if i > 0:
                     self.lend(self.ev(seq))
-                self.bind(index, OTHER, line)
+                self.bind_loop_target(index, *modes[i], line)
                 for c in conds:
                     t, f = self.cond(c)
                     skipped.append(f)
@@ -246,9 +289,18 @@ class ExpressionsMixin(OwnershipBase):
 
 
     def call(self, e: CallExpr) -> Value:
+        special = self.special_call(e)
+        if special is not None:
+            return special
         callee = e.callee
         receiver: Value | None = None
         receiver_type: Type | None = None
+        if isinstance(callee, MemberExpr) and isinstance(callee.expr, (ConditionalExpr, OpExpr)) \
+                and self.calls.is_consuming(self.types.get(callee.expr), callee.name):
+            self.sink(callee.expr, lambda v: self.consume(v, callee.line, callee.column))
+            for arg in e.args:
+                self.sink(arg, self.lend)
+            return self.call_result(e, self.types.get(e), e)
         if isinstance(callee, MemberExpr) and not (
             isinstance(callee.expr, RefExpr) and isinstance(callee.expr.node, MypyFile)
         ):
@@ -256,8 +308,14 @@ class ExpressionsMixin(OwnershipBase):
             receiver_type = self.types.get(callee.expr)
         elif not isinstance(callee, (NameExpr, MemberExpr)):
             self.lend(self.ev(callee))
+        if isinstance(callee, SuperExpr):
+            self.super_call(callee)
+        if isinstance(callee, MemberExpr) and callee.name == "setdefault" and receiver is not None:
+            return self.setdefault(e, callee, receiver, receiver_type)
         modes = self.calls.argument_modes(e, receiver_type)
+        generic = self.generic_shape(e)
         handed: list[Value] = []
+        absorbed = False
         for arg, mode in zip(e.args, modes):
             if self.st is None:
                 return OTHER
@@ -265,11 +323,29 @@ class ExpressionsMixin(OwnershipBase):
                 handed.append(self.ev(arg))
             elif mode == "own":
                 self.sink(arg, lambda v: self.transfer(v, "passing it to an owning parameter", e.line))
+            elif mode == "untyped" and isinstance(arg, (ListExpr, TupleExpr, SetExpr, DictExpr)):
+                shown = [v for _, v in arg.items] if isinstance(arg, DictExpr) else arg.items
+                for shown_item in shown:
+                    inner = shown_item.expr if isinstance(shown_item, StarExpr) else shown_item
+                    self.sink(inner, self.untyped_argument)
             elif mode == "untyped":
                 self.sink(arg, self.untyped_argument)
+            elif generic is not None and not isinstance(arg, ConditionalExpr):
+                v = self.ev(arg)
+                if v.kind == "awaitable":
+                    absorbed = True
+                else:
+                    self.lend(v)
             else:
                 self.sink(arg, self.lend)
+            if mode != "own":
+                self.forget_container(arg)
         moved_in = any(self.owns(v) for v in handed)
+        if generic is not None and sum(1 for v in handed if self.owns(v)) > 1 \
+                and classify(generic) is not None:
+            self.report(e.line, e.column, codes.UNTRACKED.code,
+                        f'"{self.calls.callee_name(e)}" takes several owned values and returns one; '
+                        f"leasecheck cannot follow the others: release them here or hand each on")
         for v in handed:
             self.transfer(v, "passing it to an owning parameter", e.line)
         if receiver is not None and self.st is not None:
@@ -279,21 +355,25 @@ class ExpressionsMixin(OwnershipBase):
             elif callee.name == "clear" and receiver.var in self.container_places:
                 self.lend(receiver)
                 self.st[receiver.var] = NOTHING_FACTS
-            elif (
-                callee.name in LEASE_CONSUMING and receiver.kind == "var" and receiver.var is not None
-                and isinstance(get_proper_type(receiver_type), AnyType)
-                and self.not_owning_parameter(receiver.var)
-            ):
+                self.cleared(callee.expr)
+            elif callee.name in LEASE_CONSUMING and receiver.kind == "var" and receiver.var is not None \
+                    and self.unowned_receiver(receiver_type) is not None \
+                    and (self.not_owning_parameter(receiver.var) or not self.owns(receiver)):
                 self.report(callee.line, callee.column, codes.NOT_OWNED.code,
-                            f'"{receiver.var.name}" is typed Any, so "{callee.name}()" may consume '
-                            f"a value this function does not own; declare its type")
+                            f'"{receiver.var.name}" is typed {self.unowned_receiver(receiver_type)}, '
+                            f'so "{callee.name}()" may consume a value this function does not own; '
+                            f"declare its type")
             else:
                 self.lend(receiver)
+                if callee.name == "clear":
+                    self.cleared(callee.expr)
             if moved_in and isinstance(callee, MemberExpr):
                 self.filled(callee.expr, receiver_type, e.line)
         if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
             moved = self.moved_out(e, receiver_type)
             if moved is not None:
+                if callee.name == "pop" and e.args:
+                    self.popped(callee.expr, e, receiver_type)
                 return moved
         if isinstance(callee, MemberExpr) and callee.name == "get" and e.args:
             item = container_item(receiver_type)
@@ -301,10 +381,233 @@ class ExpressionsMixin(OwnershipBase):
             if item is not None and not is_borrowed(item) and classify(item) and kind:
                 return Value("borrowed", e.line, e.column, noun=kind.noun, source="get",
                              slot=slot_of(callee.expr, e.args[0]))
+        if generic is not None and not (isinstance(callee, MemberExpr) and callee.name == "get"):
+            return self.generic_result(e, generic, moved_in or absorbed)
         result = self.call_result(e, self.types.get(e), e)
         if result is OTHER and isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
             return NEW
         return result
+
+    def super_call(self, callee: SuperExpr) -> None:
+        """`super().close()` from a `@consumes` override hands every owned field of `self` on."""
+        fn = self.fn
+        if fn is None or not fn.arguments or callee.info is None:
+            return
+        if consuming_method(callee.info, callee.name):
+            self.fields_gone(fn.arguments[0].variable)
+
+    def unowned_receiver(self, t: Type | None) -> str | None:
+        """"Any" or "protocol X" for a receiver whose `release()` the checker cannot see."""
+        p = get_proper_type(t) if t is not None else None
+        if isinstance(p, AnyType):
+            return "Any"
+        if isinstance(p, Instance) and p.type.is_protocol:
+            return f'the protocol "{p.type.name}"'
+        return None
+
+    def setdefault(self, e: CallExpr, callee: MemberExpr, receiver: Value,
+                   receiver_type: Type | None) -> Value:
+        """`d.setdefault(k, v)` keeps the stored value when `k` is present: an owned `v` is dropped."""
+        self.lend(receiver)
+        item = container_item(receiver_type)
+        owning = item is not None and not is_borrowed(item) and classify(item) is not None
+        for i, arg in enumerate(e.args):
+            if i == 0 or not owning:
+                self.sink(arg, self.lend)
+                continue
+            v = self.ev(arg)
+            if self.owns(v):
+                if v.var is not None:
+                    what = f'{_noun(self.facts(v.var))} "{v.var.name}"'
+                else:
+                    what = f'{v.noun} returned by "{v.source}"'
+                self.report(v.line, v.column, codes.LEAK.code,
+                            f"{what} is dropped by "
+                            f"setdefault when the key is already present; test the key and "
+                            f"store it, or release the value that was not kept")
+            self.transfer(v, "passing it to an owning parameter", e.line)
+        kind = classify(self.types.get(e))
+        if owning and kind is not None and e.args:
+            return Value("borrowed", e.line, e.column, noun=kind.noun, source="setdefault",
+                         slot=slot_of(callee.expr, e.args[0]))
+        return OTHER
+
+    def forget_container(self, arg: Expression) -> None:
+        """A container handed to a call may be refilled or drained there: its slots are unknown."""
+        if not isinstance(arg, (NameExpr, MemberExpr)) or container_item(self.types.get(arg)) is None:
+            return
+        name = spelled(arg)
+        if name is not None:
+            self.forget_slots(name)
+
+    def cleared(self, container: Expression) -> None:
+        """`c.clear()`: released entries of `c` are gone, and so is whatever its slots held."""
+        name = spelled(container)
+        if name is None or self.st is None:
+            return
+        self.forget_slots(name)
+        for marker, spelling in self.entries.items():
+            if spelling == name and marker in self.st:
+                self.st[marker] = NOTHING_FACTS
+
+    def stored(self, container: Expression, key: Expression, line: int, column: int) -> None:
+        """`c[k] = owned`: a second store under the same live key drops the first value."""
+        slot = slot_of(container, key)
+        if not slot or self.st is None:
+            return
+        marker = self.marker(slot)
+        facts = self.st.get(marker, NOTHING_FACTS)
+        held = sorted(f[1] for f in facts if f[0] == HELD)
+        if held:
+            modal = "overwrites" if all(f[0] == HELD for f in facts) else "may overwrite"
+            noun = next(f[3] for f in facts if f[0] == HELD)
+            self.report(line, column, codes.LEAK.code,
+                        f'Storing under "{slot}" {modal} the {noun} stored there at line '
+                        f"{held[0]}, which is then never released")
+        noun = _noun_of_container(self.types.get(container))
+        self.st[marker] = frozenset({(HELD, line, column, noun)})
+
+    def popped(self, container: Expression, e: CallExpr, receiver_type: Type | None) -> None:
+        """`d.pop(k)` of a dict: popping the same key again takes nothing this function stored."""
+        p = get_proper_type(receiver_type) if receiver_type is not None else None
+        if not (isinstance(p, Instance) and p.type.fullname in KEYED_CONTAINERS) or self.st is None:
+            return
+        slot = slot_of(container, e.args[0])
+        if not slot:
+            return
+        marker = self.marker(slot)
+        facts = self.st.get(marker, NOTHING_FACTS)
+        before = sorted(f[1] for f in facts if f[0] == MOVED)
+        if before and len(e.args) == 1:
+            modal = "is" if all(f[0] == MOVED for f in facts) else "may be"
+            self.report(e.line, e.column, codes.DOUBLE_RELEASE.code,
+                        f'Entry "{slot}" {modal} popped twice (first at line {before[0]}); the '
+                        f"second pop takes a value this function never saw stored")
+        noun = _noun_of_container(receiver_type)
+        self.st[marker] = frozenset({(MOVED, e.line, e.column, noun)})
+
+    def awaitable_of(self, awaited: Type, at: Expression, source: str) -> Value:
+        """An awaitable producing an owned value (or a tuple of them), else OTHER."""
+        p = get_proper_type(awaited)
+        if isinstance(p, TupleType):
+            nouns = tuple((k.noun if (k := classify(x)) else None) for x in p.items)
+            if any(nouns):
+                return Value("awaitable", at.line, at.column, items=nouns, source=source)
+            return OTHER
+        kind = classify(awaited)
+        if kind is None or is_borrowed(awaited):
+            return OTHER
+        return Value("awaitable", at.line, at.column, noun=kind.noun, source=source)
+
+    def generic_shape(self, e: CallExpr) -> Type | None:
+        """The inferred result type of a call to a generic helper that comes out tracked.
+
+        The declared return type names only type variables (`identity(x: T) -> T`,
+        `asyncio.gather`, `next`), so the result is owned only if owned values went
+        in; `None` when the result is not tracked or the callee declares ownership.
+        """
+        t = self.types.get(e)
+        if t is None:
+            return None
+        p = get_proper_type(t)
+        awaited = awaited_kind(t)
+        awaited_p = get_proper_type(awaited) if awaited is not None else None
+        tracked = (
+            classify(t) is not None
+            or (awaited is not None and (classify(awaited) is not None or (
+                isinstance(awaited_p, TupleType) and any(classify(x) for x in awaited_p.items))))
+            or (isinstance(p, TupleType) and any(classify(x) is not None for x in p.items))
+        )
+        if not tracked or is_borrowed(t):
+            return None
+        callee = e.callee
+        if isinstance(callee, MemberExpr):
+            recv = self.types.get(callee.expr)
+            rp = get_proper_type(recv) if recv is not None else None
+            if isinstance(rp, Instance) and rp.type.module_name in STDLIB_CONTAINERS:
+                return None
+        if self.calls.returns_owned(e) is not None:
+            return None
+        return t
+
+    def generic_result(self, e: CallExpr, t: Type, owned_in: bool) -> Value:
+        """What a generic helper returns: owned when owned values went in, else of unknown owner."""
+        source = self.calls.callee_name(e)
+        awaited = awaited_kind(t)
+        if classify(t) is None and awaited is not None:
+            return self.awaitable_of(awaited, e, source) if owned_in else OTHER
+        p = get_proper_type(t)
+        if isinstance(p, TupleType):
+            nouns = tuple((k.noun if (k := classify(x)) else None) for x in p.items)
+            return Value("tuple", e.line, e.column, items=nouns, source=source) if owned_in else OTHER
+        kind = classify(t)
+        assert kind is not None
+        if self.weak_deref(e):
+            return Value("borrowed", e.line, e.column, noun=kind.noun, source=source)
+        if owned_in or self.builds(e, t):
+            return Value("fresh", e.line, e.column, noun=kind.noun, source=source)
+        return Value("unknown", e.line, e.column, noun=kind.noun, source=source)
+
+    def weak_deref(self, e: CallExpr) -> bool:
+        """`ref()` of a weak reference: what it returns is lent, never owned."""
+        t = self.types.get(e.callee)
+        p = get_proper_type(t) if t is not None else None
+        if isinstance(p, Instance) and is_weak_owner(p.type.fullname):
+            return True
+        return isinstance(p, CallableType) and is_weak_owner(p.definition.fullname
+                                                             if p.definition is not None else None)
+
+    def builds(self, e: CallExpr, t: Type) -> bool:
+        """A generic factory handed the class itself (`Lease.__new__(Lease)`, `make(Ticket)`)."""
+        p = get_proper_type(t)
+        if not isinstance(p, Instance):
+            return False
+        for arg in e.args:
+            at = get_proper_type(self.types.get(arg)) if self.types.get(arg) is not None else None
+            if isinstance(at, FunctionLike) and at.is_type_obj() and at.type_object() is p.type:
+                return True
+            if isinstance(at, TypeType):
+                item = get_proper_type(at.item)
+                if isinstance(item, Instance) and item.type is p.type:
+                    return True
+        return False
+
+    def special_call(self, e: CallExpr) -> Value | None:
+        """The documented escape, and callees that hide where their arguments go."""
+        callee = e.callee
+        if not isinstance(callee, RefExpr):
+            return None
+        name = callee.fullname
+        if name in CASTS and len(e.args) == 2:
+            if isinstance(get_proper_type(self.types.get(e)), AnyType):
+                self.sink(e.args[1], lambda v: self.untracked_flow(v, "a cast to Any"))
+                return OTHER
+            return self.ev(e.args[1])
+        if name == UNTRACKED_ESCAPE:
+            reason = next((a for a, n in zip(e.args, e.arg_names) if n == "reason"), None)
+            text = reason.value.strip() if isinstance(reason, StrExpr) else ""
+            if not text:
+                self.report(e.line, e.column, codes.UNTRACKED.code,
+                            'untracked(...) needs a literal, non-empty reason="..." saying who '
+                            "owns the value now")
+            for arg, arg_name in zip(e.args, e.arg_names):
+                if arg_name == "reason":
+                    continue
+                self.sink(arg, lambda v: None if v.kind == "awaitable" else
+                          self.transfer(v, "handing it to untracked code", e.line))
+            self.mod.note(e.line, e.column, f"escape: untracked(...): {text or '(no reason)'}")
+            return OTHER
+        what = DYNAMIC_CALLEES.get(name)
+        if what is None:
+            t = self.types.get(callee)
+            ct = get_proper_type(t) if t is not None else None
+            if isinstance(ct, FunctionLike) and ct.is_type_obj():
+                what = DYNAMIC_CALLEES.get(ct.type_object().fullname)
+        if what is None:
+            return None
+        for arg in e.args:
+            self.sink(arg, lambda v: self.untracked_flow(v, what))
+        return OTHER
 
     def suspension(self, kind: str, line: int) -> None:
         """With `--lease-exits`, an `await`/`yield` may leave the function (cancel, close)."""
@@ -322,6 +625,10 @@ class ExpressionsMixin(OwnershipBase):
         p = get_proper_type(t)
         if isinstance(p, (AnyType, UninhabitedType)) or classify(t) is not None:
             return
+        if isinstance(p, Instance) and p.type.fullname == LEASE and any(
+            isinstance(get_proper_type(a), AnyType) for a in p.args
+        ):
+            return  # `case Lease() as x:` narrows to Lease[Any, Any]: still whatever it was
         assert self.st is not None
         self.st[var] = NOTHING_FACTS
 
@@ -358,20 +665,8 @@ class ExpressionsMixin(OwnershipBase):
         return not is_borrowed(ret.args[0]) and classify(ret.args[0]) is not None
 
     def untyped_argument(self, v: Value) -> None:
-        if v.kind == "var" and v.var is not None and any(
-            f[0] in (HELD, BORROWED) for f in self.facts(v.var)
-        ):
-            self.report(v.line, v.column, codes.ESCAPE.code,
-                        f'"{v.var.name}" is passed to an untyped callee; '
-                        f"its ownership cannot be followed")
-            assert self.st is not None
-            self.st[v.var] = NOTHING_FACTS
-        elif v.kind == "fresh":
-            self.report(v.line, v.column, codes.ESCAPE.code,
-                        f'{v.noun} returned by "{v.source}" is passed to an untyped callee; '
-                        f"its ownership cannot be followed")
-        else:
-            self.lend(v)
+        """An argument to an untyped callee or an `Any` parameter: its ownership is lost."""
+        self.untracked_flow(v, "an untyped callee or an Any parameter")
 
     def call_result(self, call: CallExpr, t: Type | None, at: Expression) -> Value:
         if self.st is None or t is None:
@@ -384,6 +679,9 @@ class ExpressionsMixin(OwnershipBase):
             return OTHER
         kind = classify(t)
         if kind is None:
+            awaited = awaited_kind(t)
+            if awaited is not None and self.calls.returns_owned(call) == "owned":
+                return self.awaitable_of(awaited, at, self.calls.callee_name(call))
             return OTHER
         owned = self.calls.returns_owned(call)
         if owned == "owned":
@@ -393,3 +691,17 @@ class ExpressionsMixin(OwnershipBase):
         return OTHER
 
 
+
+
+KEYED_CONTAINERS: Final = frozenset(
+    {"builtins.dict", "collections.OrderedDict", "collections.defaultdict"}
+)
+
+
+def _noun_of_container(t: Type | None) -> str:
+    kind = classify(container_item(t))
+    return kind.noun if kind is not None else "Lease"
+
+
+def _noun(facts: frozenset[tuple[str, int, int, str]]) -> str:
+    return next((f[3] for f in facts if f[3]), "Lease")

@@ -1,7 +1,9 @@
 """The abstract state of the ownership analysis and the frames abrupt exits go to.
 
 Per variable a set of facts: held since a line, released or moved at a line,
-borrowed, or nothing owned (None, unbound, untracked). Paths merge by union,
+borrowed, unknown (a tracked type from somewhere the checker cannot follow:
+consuming or handing it on is `lease-untracked`), or nothing owned (None,
+unbound, untracked). Paths merge by union,
 so a set with more than one kind means "it depends on the path" and turns a
 finding into its "may" form.
 """
@@ -18,6 +20,11 @@ RELEASED: Final = "R"
 MOVED: Final = "M"
 BORROWED: Final = "B"
 NOTHING: Final = "N"
+ENTRY: Final = "E"
+"""An item of a container bound by a loop: the container still holds it (consuming it is allowed,
+but then the container must be emptied before the function returns)."""
+UNKNOWN: Final = "U"
+"""A tracked type whose owner the checker cannot tell (a generic result, an unknown loop target)."""
 
 Fact: TypeAlias = tuple[str, int, int, str]
 """(kind, line, column, noun): noun is "Lease" or a linear class name."""
@@ -85,7 +92,7 @@ class Value:
         items: tuple[str | None, ...] = (),
         slot: str = "",
     ) -> None:
-        self.kind = kind  # fresh | var | borrowed | none | other | tuple
+        self.kind = kind  # fresh | var | borrowed | none | other | tuple | unknown | awaitable
         self.line = line
         self.column = column
         self.var = var

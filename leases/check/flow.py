@@ -25,15 +25,17 @@ from mypy.nodes import (
     Expression,
     FuncDef,
     FuncItem,
+    LambdaExpr,
     MypyFile,
     Node,
     NonlocalDecl,
     OverloadedFuncDef,
     RefExpr,
     Statement,
+    TypeInfo,
     Var,
 )
-from mypy.types import CallableType, Type, get_proper_type
+from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
 from leases.check import codes
 from leases.check.calls import CallModel
@@ -44,6 +46,10 @@ from leases.check.facts import HELD, Frame, State, borrowed
 from leases.check.fields import FieldsMixin, unowned_fields
 from leases.check.model import (
     CONTEXT_MANAGER_DECORATORS,
+    META_KEY,
+    declared_fields,
+    is_linear_info,
+    owned_fields,
     classify,
     is_borrowed,
     param_mode,
@@ -81,6 +87,10 @@ class ModuleChecker:
         if key not in self.found:
             self.found[key] = Diagnostic(line, column, code, message)
 
+    def note(self, line: int, column: int, message: str) -> None:
+        """A place analysed partially or on the code's word (`leasecheck --partial` lists it)."""
+        self.report(line, column, codes.PARTIAL, message)
+
     def enqueue_function(self, fn: FuncItem, enclosing: frozenset[Var]) -> None:
         synthesized = (
             fn.line < 1 or fn.end_line is None or any(arg.line < 1 for arg in fn.arguments)
@@ -110,7 +120,27 @@ class ModuleChecker:
                             f'Class "{node.name}" keeps {values} in {what} "{field.name}" but is '
                             f"not @linear: mark it @linear and discharge the field in its "
                             f"@consumes methods (or declare the field Borrowed[...])")
+            self.inherited_discharge(node.info)
             self.queue.append((None, node.defs.body, enclosing))
+
+    def inherited_discharge(self, info: TypeInfo) -> None:
+        """A `@linear` subclass's new owned fields must be discharged by the `@consumes` it inherits."""
+        if not is_linear_info(info):
+            return
+        meta = info.metadata.get(META_KEY) or {}
+        own = {f.name: f for f in declared_fields(info)}
+        for method in meta.get("consumes", ()):
+            definer = next((b for b in info.mro if method in b.names), None)
+            if definer is None or definer is info:
+                continue
+            known = owned_fields(definer)
+            for name, field in own.items():
+                if name in known:
+                    continue
+                self.report(field.line, 0, codes.LEAK.code,
+                            f'Owned field "{name}" of "{info.name}" is not discharged by the '
+                            f'@consumes method "{method}" it inherits from "{definer.name}"; '
+                            f"override it to discharge the field too")
 
 
 def _collect_locals(fn: FuncItem, body: list[Statement]) -> tuple[set[Var], Counter[Var]]:
@@ -174,6 +204,7 @@ class FunctionChecker(
         else:
             self.locals, self.refs = set(), Counter()
         self.return_lends = False
+        self.returns_any = False
         self.exit_state: State | None = None
         self.places = {}
         self.place_bases = {}
@@ -182,14 +213,23 @@ class FunctionChecker(
         self.slots = {}
         self.links = {}
         self.discharging = set()
+        self.markers = set()
+        self.slot_markers = {}
+        self.entry_of = {}
+        self.entries = {}
 
     def run(self) -> None:
         fn = self.fn
         st: State = {}
         if fn is not None:
-            sig = get_proper_type(fn.type) if fn.type is not None else None
+            declared = fn.type if fn.type is not None else (
+                self.types.get(fn) if isinstance(fn, LambdaExpr) else None)
+            sig = get_proper_type(declared) if declared is not None else None
+            lambda_param = isinstance(fn, LambdaExpr)
             if isinstance(sig, CallableType):
                 self.return_lends = is_borrowed(sig.ret_type)
+                ret = get_proper_type(sig.ret_type)
+                self.returns_any = isinstance(ret, AnyType) and ret.type_of_any == TypeOfAny.explicit
                 for i, arg in enumerate(fn.arguments):
                     var = arg.variable
                     if var.is_self or var.is_cls or i >= len(sig.arg_types):
@@ -201,7 +241,7 @@ class FunctionChecker(
                     mode = param_mode(sig.arg_types[i])
                     kind = classify(sig.arg_types[i])
                     noun = kind.noun if kind is not None else "Value"
-                    if mode == "borrow":
+                    if mode == "borrow" or (mode == "own" and lambda_param):
                         st[var] = borrowed(noun)
                     elif mode == "own":
                         st[var] = frozenset({(HELD, arg.line, arg.column, noun)})
@@ -212,6 +252,7 @@ class FunctionChecker(
                 self.report(fn.line, fn.column, codes.UNCHECKED.code,
                             f'Function "{fn.name}" was not type-checked by mypy (unannotated or '
                             f"@no_type_check), so its ownership is not checked")
+                self.mod.note(fn.line, fn.column, f'unchecked: function "{fn.name}" (no types)')
             return
         self.stmts(self.body)
         if fn is None:

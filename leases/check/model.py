@@ -29,10 +29,21 @@ BORROWED: Final = "leases.borrow.Borrowed"
 LINEAR_DECORATOR: Final = "leases.linear.linear"
 CONSUMES_DECORATOR: Final = "leases.linear.consumes"
 LEASE_CONSUMING: Final = frozenset({"release"})
+UNTRACKED_ESCAPE: Final = "leases.untracked.untracked"
+"""The documented escape: `untracked(value, reason="...")` hands a value to code the checker cannot follow."""
+DYNAMIC_CALLEES: Final = {
+    "builtins.setattr": "setattr",
+    "functools.partial": "functools.partial",
+    "functools.partialmethod": "functools.partialmethod",
+    "operator.methodcaller": "operator.methodcaller",
+}
+"""Callees whose arguments go where the checker cannot follow them (by reflection or later calls)."""
+CASTS: Final = frozenset({"typing.cast", "typing_extensions.cast"})
 META_KEY: Final = "leasecheck"
 WEAK_MODULES: Final = ("weakref.", "_weakref.", "_weakrefset.")
 AWAITABLES: Final = frozenset(
-    {"typing.Coroutine", "typing.Awaitable", "asyncio.futures.Future", "asyncio.tasks.Task"}
+    {"typing.Coroutine", "typing.Awaitable", "asyncio.futures.Future", "asyncio.tasks.Task",
+     "_asyncio.Future", "_asyncio.Task"}
 )
 
 
@@ -132,8 +143,9 @@ def param_mode(t: Type) -> str:
 def mentions_owned(t: Type | None, depth: int = 0) -> bool:
     """Whether a declared return type names a lease or linear class itself.
 
-    Type variables do not count: values that flow through generic containers
-    and helpers (`dict.get`, `list.pop`, `next`) are not tracked.
+    Type variables do not count (values that flow through generic containers
+    and helpers, `dict.get`, `list.pop`, `next`, are followed by the call
+    rules instead), except `Self` of a tracked class: `Ticket.create()` owns.
     """
     if t is None or depth > 8:
         return False
@@ -141,7 +153,7 @@ def mentions_owned(t: Type | None, depth: int = 0) -> bool:
         return False
     p = get_proper_type(t)
     if isinstance(p, TypeVarType):
-        return False
+        return p.id.is_self() and mentions_owned(p.upper_bound, depth + 1)
     if isinstance(p, UnionType):
         return any(mentions_owned(item, depth + 1) for item in p.items)
     if isinstance(p, TupleType):
@@ -155,6 +167,22 @@ def mentions_owned(t: Type | None, depth: int = 0) -> bool:
         if p.type.fullname in AWAITABLES and p.args:
             return mentions_owned(p.args[-1], depth + 1)
     return False
+
+
+def awaited_kind(t: Type | None) -> Type | None:
+    """The type an awaitable of type `t` produces, if `t` is one of the awaitables the checker knows."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, Instance) and p.type.fullname in AWAITABLES and p.args:
+        return p.args[-1]
+    return None
+
+
+def generator_item(t: Type | None) -> Type | None:
+    """The item type of a generator or iterator type (`Iterator[X]` -> X), else None."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, Instance) and p.type.fullname in GENERATOR_TYPES and p.args:
+        return p.args[0]
+    return None
 
 
 def is_weak_owner(fullname: str | None) -> bool:

@@ -42,6 +42,7 @@ from mypy.nodes import (
 from mypy.types import Type
 
 from leases.check.calls import CallModel
+from leases.check.codes import PARTIAL
 from leases.check.flow import check_tree
 from leases.check.model import classify
 from leases.check.plugin import OwnershipPlugin
@@ -137,7 +138,8 @@ def blocks(tree: MypyFile) -> Iterator[Block]:
 
 
 def _findings(tree: MypyFile, types: dict[Expression, Type], text: str) -> set[tuple[int, str, str]]:
-    diags = apply_ignores(check_tree(tree, types), find_ignores(text), warn_unused=False)
+    diags = apply_ignores([d for d in check_tree(tree, types) if d.code != PARTIAL],
+                          find_ignores(text), warn_unused=False)
     return {(d.line, d.code, d.message) for d in diags}
 
 

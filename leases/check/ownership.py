@@ -16,21 +16,24 @@ from mypy.nodes import (
     MemberExpr,
     NameExpr,
     Node,
+    OpExpr,
     StarExpr,
     Statement,
     TupleExpr,
     TypeInfo,
     Var,
 )
-from mypy.types import Instance, Type, get_proper_type
+from mypy.types import AnyType, Instance, Type, get_proper_type
 
 from leases.check import codes
 from leases.check.calls import CallModel
 from leases.check.facts import (
     BORROWED,
+    ENTRY,
     HELD,
     MOVED,
     NOTHING,
+    UNKNOWN,
     NOTHING_FACTS,
     OTHER,
     RELEASED,
@@ -45,6 +48,7 @@ from leases.check.facts import (
     borrowed,
     dropped_message,
     join,
+    spelled,
     verb,
 )
 from leases.check.model import classify, container_item, is_borrowed
@@ -71,6 +75,7 @@ class OwnershipBase:
     locals: set[Var]
     refs: Counter[Var]
     return_lends: bool
+    returns_any: bool
     exit_state: State | None
     places: dict[tuple[Var, str], Var]
     """(parameter, attribute) -> the variable standing for that owned field."""
@@ -85,6 +90,14 @@ class OwnershipBase:
     """Local -> the `container[key]` it borrowed from; `del container[key]` makes it the owner."""
     links: dict[Var, Var]
     """Local -> the field variable it was last bound from (`x = self.f`)."""
+    markers: set[Var]
+    """Synthetic variables that are not values: stored/popped container slots, released entries."""
+    slot_markers: dict[str, Var]
+    """`container[key]` -> its marker: held = an owned value stored there, moved = popped."""
+    entry_of: dict[Var, Var]
+    """Loop target over a container -> the marker of that container's released entries."""
+    entries: dict[Var, str]
+    """Released-entries marker -> the spelling of its container."""
 
     def ev(self, e: Expression) -> Value:
         raise NotImplementedError
@@ -93,6 +106,16 @@ class OwnershipBase:
         raise NotImplementedError
 
     def block(self, b: Block) -> None:
+        raise NotImplementedError
+
+    def stored(self, container: Expression, key: Expression, line: int, column: int) -> None:
+        raise NotImplementedError
+
+    def iteration(self, it: Expression) -> tuple[str, Expression | None]:
+        raise NotImplementedError
+
+    def bind_loop_target(self, target: Expression, mode: str, container: Expression | None,
+                         line: int) -> None:
         raise NotImplementedError
 
     def report(self, line: int, column: int, code: str, message: str) -> None:
@@ -116,6 +139,10 @@ class OwnershipBase:
                 continue
             if var in self.discharging:
                 continue
+            if var in self.markers:
+                if var in self.entries and kind in ("end", "return"):
+                    self.entries_dangling(var, facts, kind, line)
+                continue
             if self.borrowed_from_field(st, var):
                 facts = frozenset(f for f in facts if f[0] != HELD)
             held = sorted({(f[1], f[2], f[3]) for f in facts if f[0] == HELD})
@@ -129,6 +156,70 @@ class OwnershipBase:
                     f'{noun} "{var.name}" {modal} {verb(noun)} or transferred before '
                     f"{self.where(kind, line)}",
                 )
+
+    def entries_dangling(self, marker: Var, facts: Facts, kind: str, line: int) -> None:
+        gone = sorted({(f[1], f[2], f[3]) for f in facts if f[0] in (RELEASED, MOVED)})
+        modal = "are" if len(gone) == len(facts) else "may be"
+        for at, col, noun in gone:
+            self.report(at, col, codes.DANGLING.code,
+                        f'{noun} entries of "{self.entries[marker]}" {modal} {verb(noun)} or '
+                        f"handed on in a loop at line {at} but still stored at "
+                        f"{self.where(kind, line)}; empty the container (pop each, or clear it)")
+
+    def untracked_flow(self, v: Value, where: str) -> None:
+        """An owned value flows into `where`, which the checker cannot follow: `lease-untracked`."""
+        if self.st is None:
+            return
+        if v.kind in ("fresh", "tuple", "awaitable", "unknown"):
+            what = {"fresh": v.noun, "tuple": "Tuple of owned values", "unknown": v.noun,
+                    "awaitable": f"Awaitable of {v.noun or 'owned values'}"}[v.kind]
+            self.report(v.line, v.column, codes.UNTRACKED.code,
+                        f'{what} from "{v.source}" flows into {where}, which leasecheck cannot '
+                        f'follow; hand it on through a tracked type or untracked(..., reason="...")')
+            return
+        if v.kind != "var" or v.var is None:
+            self.lend(v)
+            return
+        var = v.var
+        facts = self.facts(var)
+        if not any(f[0] in (HELD, BORROWED, UNKNOWN) for f in facts):
+            self.check_use(var, v.line, v.column)
+            return
+        noun = next((f[3] for f in facts if f[3]), "Lease")
+        self.report(v.line, v.column, codes.UNTRACKED.code,
+                    f'{noun} "{var.name}" flows into {where}, which leasecheck cannot follow; '
+                    f'hand it on through a tracked type or untracked(..., reason="...")')
+        self.st[var] = frozenset({(MOVED, v.line, v.column, noun)})
+        self.fields_gone(var)
+
+    def unknown_owner(self, var: Var, facts: Facts, how: str, line: int, column: int) -> bool:
+        """Consuming or handing on a value of unknown ownership: `lease-untracked` (True if so)."""
+        unknown = [f for f in facts if f[0] == UNKNOWN]
+        if not unknown:
+            return False
+        noun, at = unknown[0][3], min(f[1] for f in unknown)
+        self.report(line, column, codes.UNTRACKED.code,
+                    f'{noun} "{var.name}" was obtained at line {at} from where leasecheck cannot '
+                    f"tell who owns it, so it cannot be {how} here; take it from a tracked "
+                    f'source or say untracked(..., reason="...")')
+        return True
+
+    def marker(self, name: str) -> Var:
+        """The synthetic variable for a container slot (`d[k]`), created on first use."""
+        var = self.slot_markers.get(name)
+        if var is None:
+            var = Var(name, None)
+            self.slot_markers[name] = var
+            self.markers.add(var)
+        return var
+
+    def forget_slots(self, name: str) -> None:
+        """A name was rebound or a container changed wholesale: slots spelled with it are unknown."""
+        if self.st is None or not self.slot_markers:
+            return
+        for spelling, var in self.slot_markers.items():
+            if _mentions(spelling, name) and var in self.st:
+                self.st[var] = NOTHING_FACTS
 
     def borrowed_from_field(self, st: State, var: Var) -> bool:
         """`x = self.f` with the field never reset: `x` only borrowed what the field still holds."""
@@ -280,12 +371,25 @@ class OwnershipBase:
         elif v.kind == "tuple":
             self.report(v.line, v.column, codes.DISCARDED.code,
                         f'Tuple of owned values returned by "{v.source}" is discarded')
+        elif v.kind == "awaitable":
+            self.untracked_flow(v, "a call that does not await it")
         elif v.kind == "var" and v.var is not None:
             self.check_use(v.var, v.line, v.column)
 
     def transfer(self, v: Value, how: str, line: int) -> None:
         """Ownership leaves the current holder (return, store, owning parameter)."""
-        if self.st is None or v.kind not in ("var", "borrowed"):
+        if self.st is None:
+            return
+        if v.kind == "awaitable" and how != "returning it":
+            self.untracked_flow(v, f"{how} instead of awaiting it")
+            return
+        if v.kind == "unknown":
+            self.report(v.line, v.column, codes.UNTRACKED.code,
+                        f'{v.noun} from "{v.source}" has no owner leasecheck can tell, so it '
+                        f'cannot be transferred by {how}; take it from a tracked source or say '
+                        f'untracked(..., reason="...")')
+            return
+        if v.kind not in ("var", "borrowed"):
             return
         if v.kind == "borrowed":
             self.report(v.line, v.column, codes.ESCAPE.code,
@@ -299,8 +403,16 @@ class OwnershipBase:
             self.report(v.line, v.column, codes.ESCAPE.code,
                         f'{noun} "{var.name}" is borrowed and cannot be transferred by {how}')
             return
+        entries = self.entry_of.get(var)
+        if entries is not None and any(f[0] == ENTRY for f in facts):
+            if how == "storing it in a container":
+                return  # a copy of the reference: the container still holds the value
+            self.st[entries] = frozenset({(MOVED, v.line, v.column, _held_noun(facts))})
+        if self.unknown_owner(var, facts, f"transferred by {how}", v.line, v.column):
+            self.st[var] = frozenset({(MOVED, line, 0, _held_noun(facts))})
+            return
         self.check_use(var, v.line, v.column)
-        owned = [f for f in facts if f[0] in (HELD, RELEASED, MOVED)]
+        owned = [f for f in facts if f[0] in (HELD, RELEASED, MOVED, ENTRY)]
         if owned:
             noun = owned[0][3]
             self.st[var] = frozenset({(MOVED, line, 0, noun)})
@@ -358,10 +470,22 @@ class OwnershipBase:
                         f'Borrowed value returned by "{v.source}" cannot be {verb(v.noun)} '
                         f"(its owner does that)")
             return
+        if v.kind == "unknown":
+            self.report(line, column, codes.UNTRACKED.code,
+                        f'{v.noun} from "{v.source}" has no owner leasecheck can tell, so it '
+                        f'cannot be {verb(v.noun)} here; take it from a tracked source or say '
+                        f'untracked(..., reason="...")')
+            return
         if v.kind != "var" or v.var is None:
             return
         var = v.var
         facts = self.facts(var)
+        if self.unknown_owner(var, facts, verb(_held_noun(facts)), line, column):
+            self.st[var] = frozenset({(RELEASED, line, column, _held_noun(facts))})
+            return
+        entries = self.entry_of.get(var)
+        if entries is not None and any(f[0] == ENTRY for f in facts):
+            self.st[entries] = frozenset({(RELEASED, line, column, _held_noun(facts))})
         owned = [f for f in facts if f[0] != NOTHING]
         if not owned and self.not_owning_parameter(var):
             self.report(line, column, codes.NOT_OWNED.code,
@@ -404,8 +528,18 @@ class OwnershipBase:
         if held:
             self.report(line, column, codes.LEAK.code,
                         dropped_message(var, old, held, "overwritten"))
+        self.forget_slots(var.name)
+        if _is_any(var.type) and v.kind in ("fresh", "tuple", "var"):
+            self.untracked_flow(v, f'"{var.name}", a name typed Any')
+            self.st[var] = NOTHING_FACTS
+            return
         if v.kind == "fresh":
             self.st[var] = frozenset({(HELD, line, column, v.noun)})
+        elif v.kind == "unknown":
+            self.st[var] = frozenset({(UNKNOWN, line, column, v.noun)})
+        elif v.kind == "awaitable":
+            self.untracked_flow(v, f'"{var.name}" (await it where it is made)')
+            self.st[var] = NOTHING_FACTS
         elif v.kind == "var" and v.var is not None:
             src = v.var
             self.check_use(src, v.line, v.column)
@@ -431,6 +565,10 @@ class OwnershipBase:
         """Assign an evaluated value to an assignment target."""
         if self.st is None:
             return
+        if isinstance(target, MemberExpr):
+            name = spelled(target)
+            if name is not None:
+                self.forget_slots(name)
         if isinstance(target, NameExpr):
             var = self.local_var(target)
             if var is not None:
@@ -445,8 +583,13 @@ class OwnershipBase:
         elif isinstance(target, MemberExpr):
             self.lend(self.ev(target.expr))
             place = self.local_var(target)
-            if place is not None:
+            if place is not None and self.is_borrow(v):
+                self.transfer(v, "storing it in an owned field", line)
+                self.bind_local(place, OTHER, target.line, target.column)
+            elif place is not None:
                 self.bind_local(place, v, target.line, target.column)
+            elif _is_any(self.types.get(target)) or _is_any(self.types.get(target.expr)):
+                self.untracked_flow(v, f'the attribute "{target.name}" of an Any')
             elif self.borrowed_attribute(target):
                 self.lend(v)
             else:
@@ -456,10 +599,13 @@ class OwnershipBase:
             self.lend(self.ev(target.index))
             if self.borrowed_items(target.base):
                 self.lend(v)
+            elif self.any_items(target.base):
+                self.untracked_flow(v, "a container of Any")
             else:
                 moved_in = self.owns(v)
                 self.transfer(v, "storing it in a container", line)
                 if moved_in:
+                    self.stored(target.base, target.index, target.line, target.column)
                     self.filled(target.base, self.types.get(target.base), line)
         elif isinstance(target, (TupleExpr, ListExpr)):
             if v.kind == "tuple" and len(v.items) == len(target.items):
@@ -487,6 +633,22 @@ class OwnershipBase:
                 return is_borrowed(sym.node.type)
         return False
 
+    def is_borrow(self, v: Value) -> bool:
+        """Whether `v` is a borrowed view (a `Borrowed` parameter or lookup result)."""
+        if v.kind == "borrowed":
+            return True
+        return v.kind == "var" and v.var is not None and self.st is not None and any(
+            f[0] == BORROWED for f in self.st.get(v.var, ())
+        )
+
+    def any_items(self, container: Expression) -> bool:
+        """Whether storing into `container` goes into an `Any` (an `Any` itself, or `dict[str, Any]`)."""
+        t = self.types.get(container)
+        p = get_proper_type(t) if t is not None else None
+        if isinstance(p, AnyType):
+            return True
+        return isinstance(p, Instance) and bool(p.args) and _is_any(p.args[-1])
+
     def borrowed_items(self, container: Expression) -> bool:
         """Whether a container's item type (its last type argument) is `Borrowed[...]`."""
         t = self.types.get(container)
@@ -504,6 +666,15 @@ class OwnershipBase:
             after_true = self.st
             self.st = f
             self.sink(e.else_expr, action)
+            self.st = join(after_true, self.st)
+            return
+        if isinstance(e, OpExpr) and e.op == "or" and self.local_var(e.left) is not None:
+            t, f = self.cond(e.left)
+            self.st = t
+            self.sink(e.left, action)
+            after_true = self.st
+            self.st = f
+            self.sink(e.right, action)
             self.st = join(after_true, self.st)
             return
         action(self.ev(e))
@@ -527,6 +698,21 @@ class OwnershipBase:
             self.report(name.line, name.column, codes.ESCAPE.code,
                         f'{noun} "{var.name}" is captured by {what}; pass it explicitly')
             self.st[var] = NOTHING_FACTS
+
+
+def _held_noun(facts: Facts) -> str:
+    return next((f[3] for f in facts if f[3]), "Lease")
+
+
+def _is_any(t: Type | None) -> bool:
+    return t is not None and isinstance(get_proper_type(t), AnyType)
+
+
+def _mentions(spelling: str, name: str) -> bool:
+    """Whether `name` occurs in a slot spelling as a whole dotted or subscripted part."""
+    import re
+
+    return re.search(rf"(^|[^\w.]){re.escape(name)}($|[^\w])", spelling) is not None
 
 
 def _noun_of(var: Var) -> str:

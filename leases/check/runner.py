@@ -65,6 +65,9 @@ class Outcome:
     mypy_messages: list[str] = field(default_factory=list)
     findings: dict[str, list[Diagnostic]] = field(default_factory=dict)
     lease_messages: list[str] = field(default_factory=list)
+    partial: dict[str, list[Diagnostic]] = field(default_factory=dict)
+    """Per file: what was analysed partially or on the code's word (escapes, suppressions, ...)."""
+    partial_messages: list[str] = field(default_factory=list)
     blockers: bool = False
     builds: int = 0
     analysed: int = 0
@@ -192,10 +195,24 @@ def _with_text(source: BuildSource) -> BuildSource:
 
 
 def _finalize(diags: list[Diagnostic], state: State, text: str) -> list[Diagnostic]:
+    """Findings after disabled codes and `# lease: ignore`, then the partial notes.
+
+    Each finding a `# lease: ignore` drops becomes a note too: a suppression
+    is an escape, and `--partial` lists it.
+    """
+    notes = [d for d in diags if d.code == codes.PARTIAL]
+    diags = [d for d in diags if d.code != codes.PARTIAL]
     disabled = {c.code for c in state.options.disabled_error_codes}
     if disabled:
         diags = [d for d in diags if d.code not in disabled]
-    return apply_ignores(diags, find_ignores(text), warn_unused=state.options.warn_unused_ignores)
+    kept = apply_ignores(diags, find_ignores(text), warn_unused=state.options.warn_unused_ignores)
+    remaining = set(kept)
+    for d in diags:
+        if d not in remaining:
+            notes.append(Diagnostic(d.line, d.column, codes.PARTIAL,
+                                    f"suppressed: [{d.code}] {d.message}"))
+    notes.sort(key=lambda d: (d.line, d.column))
+    return kept + notes
 
 
 def run_check(
@@ -206,11 +223,13 @@ def run_check(
     stderr: TextIO = sys.stderr,
     echo: bool = True,
     exits_at: frozenset[str] = frozenset(),
+    show_partial: bool = False,
 ) -> Outcome:
     """Build once, print mypy's messages as they come (if `echo`), analyse, format findings.
 
     `exits_at` may name "await" and "yield": suspension points where the
     function can be left by cancellation or generator close (see `--lease-exits`).
+    `show_partial` also prints the partial notes and their count (`--partial`).
     """
     prepare_options(options)
     formatter = util.FancyFormatter(stdout, stderr, options.hide_error_codes,
@@ -260,10 +279,18 @@ def run_check(
     cache.save()
     errors = result.manager.errors
     for path in sorted(results):
-        diags = results[path]
+        display = errors.simplify_path(path)
+        notes = [d for d in results[path] if d.code == codes.PARTIAL]
+        diags = [d for d in results[path] if d.code != codes.PARTIAL]
+        if notes:
+            outcome.partial[display] = notes
+            note_tuples: list[ErrorTuple] = [
+                (display, d.line, d.column, -1, -1, "note", d.message, None) for d in notes
+            ]
+            outcome.partial_messages.extend(errors.format_messages(
+                display, note_tuples, formatter=result.manager.error_formatter))
         if not diags:
             continue
-        display = errors.simplify_path(path)
         outcome.findings[display] = diags
         tuples: list[ErrorTuple] = [
             (display, d.line, d.column, -1, -1, "error", d.message, d.code) for d in diags
@@ -273,8 +300,27 @@ def run_check(
         )
     if echo and outcome.lease_messages:
         show_messages(outcome.lease_messages, stdout, formatter, options)
+    if echo and show_partial:
+        show_messages(outcome.partial_messages, stdout, formatter, options)
+        stdout.write(partial_summary(outcome) + "\n")
     _forget_build()
     return outcome
+
+
+PARTIAL_KINDS: Final = (
+    ("escape:", "untracked() escapes"),
+    ("suppressed:", "suppressed findings"),
+    ("partial:", "partially analysed loops"),
+    ("unchecked:", "functions not analysed"),
+)
+
+
+def partial_summary(outcome: Outcome) -> str:
+    """One line counting the partial notes by kind."""
+    notes = [d.message for ds in outcome.partial.values() for d in ds]
+    parts = [f"{sum(1 for m in notes if m.startswith(prefix))} {what}"
+             for prefix, what in PARTIAL_KINDS]
+    return f"leasecheck: {len(notes)} partial or escaped analyses ({', '.join(parts)})"
 
 
 def _forget_build() -> None:
@@ -369,6 +415,7 @@ def usage_problem(options: Options) -> str | None:
 
 
 EXIT_POINTS: Final = frozenset({"await", "yield"})
+PARTIAL_FLAG: Final = "--partial"
 
 
 def split_lease_options(argv: Sequence[str]) -> tuple[list[str], frozenset[str], str | None]:
@@ -376,6 +423,8 @@ def split_lease_options(argv: Sequence[str]) -> tuple[list[str], frozenset[str],
     rest: list[str] = []
     exits: set[str] = set()
     for arg in argv:
+        if arg == PARTIAL_FLAG:
+            continue
         if not arg.startswith("--lease-exits="):
             rest.append(arg)
             continue
@@ -392,6 +441,7 @@ def main_run(argv: Sequence[str], stdout: TextIO = sys.stdout, stderr: TextIO = 
     """The whole command: parse mypy options, check, print, return the exit status."""
     assert codes.ALL_CODES
     sys.setrecursionlimit(2**14)
+    argv_in = list(argv)
     argv, exits_at, bad = split_lease_options(argv)
     if bad is not None:
         stderr.write(f"leasecheck: {bad}\n")
@@ -407,6 +457,7 @@ def main_run(argv: Sequence[str], stdout: TextIO = sys.stdout, stderr: TextIO = 
     if problem is not None:
         stderr.write(problem + "\n")
         return 2
-    outcome = run_check(sources, options, stdout=stdout, stderr=stderr, exits_at=exits_at)
+    outcome = run_check(sources, options, stdout=stdout, stderr=stderr, exits_at=exits_at,
+                        show_partial=PARTIAL_FLAG in argv_in)
     summary(outcome, options, len(sources), stdout, stderr)
     return outcome.exit_code

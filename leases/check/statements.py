@@ -94,6 +94,8 @@ class StatementsMixin(CompoundMixin):
             node = stack.pop()
             if isinstance(node, (FuncItem, ClassDef, Decorator, OverloadedFuncDef)):
                 continue
+            if isinstance(node, DelStmt) and not isinstance(node.expr, IndexExpr):
+                continue  # mypy types no `del name` / `del a.b` target, reachable or not
             if isinstance(node, Expression) and not isinstance(node, TempNode):
                 if node in self.types:
                     return False
@@ -206,7 +208,9 @@ class StatementsMixin(CompoundMixin):
 
     def return_stmt(self, s: ReturnStmt) -> None:
         if s.expr is not None:
-            if self.return_lends:
+            if self.returns_any:
+                self.sink(s.expr, lambda v: self.untracked_flow(v, "a return typed Any"))
+            elif self.return_lends:
                 self.sink(s.expr, self.lend)
             else:
                 self.sink(s.expr, lambda v: self.transfer(v, "returning it", s.line))
@@ -274,6 +278,7 @@ class StatementsMixin(CompoundMixin):
         if var is not None and self.st is not None:
             facts = self.facts(var)
             held = [f for f in facts if f[0] == HELD]
+            self.forget_slots(var.name)
             if held:
                 self.report(line, e.column, codes.LEAK.code,
                             dropped_message(var, facts, held, "deleted"))
@@ -283,7 +288,10 @@ class StatementsMixin(CompoundMixin):
         elif isinstance(e, IndexExpr):
             self.lend(self.ev(e.base))
             self.lend(self.ev(e.index))
-            self.taken_out(slot_of(e.base, e.index), line, e.column)
+            slot = slot_of(e.base, e.index)
+            self.taken_out(slot, line, e.column)
+            if slot and slot in self.slot_markers and self.st is not None:
+                self.st[self.slot_markers[slot]] = NOTHING_FACTS
 
     def taken_out(self, slot: str, line: int, column: int) -> None:
         """`del d[k]` after `x = d[k]` (or `d.get(k)`): `x` now owns what the container held."""

@@ -7,11 +7,13 @@ rewrite the `.out` files from the current output, then review the diff.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
+import re
 
 from leases.check.codes import CODE_NAMES
-from tests.leasecheck.conftest import CASES, EXPECTED_SUFFIX, CorpusRun, case_names
+from tests.leasecheck.conftest import CASES, EXPECTED_SUFFIX, SOURCE_SUFFIX, CorpusRun, case_names
 
 UPDATE = os.environ.get("LEASECHECK_UPDATE_GOLDEN") == "1"
 
@@ -52,3 +54,48 @@ def test_corpus_is_checked_in_one_build_and_covers_every_code(corpus: CorpusRun)
     assert {line.rsplit("[", 1)[1] for line in modal} >= {
         "lease-leak]", "lease-double-release]", "lease-use-after-release]",
     }
+
+
+BUGGY = re.compile(r"^bug_|_bug$|Bug$")
+CORRECT = re.compile(r"^ok_|_ok$|Ok$")
+
+
+def labelled_spans(source: str) -> list[tuple[str, bool, int, int]]:
+    """(name, buggy, first line, last line) of every function or class named as a bug or as correct."""
+    spans: list[tuple[str, bool, int, int]] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        last = node.end_lineno or node.lineno
+        if BUGGY.search(node.name):
+            spans.append((node.name, True, first, last))
+        elif CORRECT.search(node.name):
+            spans.append((node.name, False, first, last))
+    return spans
+
+
+def test_every_labelled_bug_is_flagged_and_no_labelled_correct_function_is(
+    corpus: CorpusRun,
+) -> None:
+    """The recall/false-positive oracle: `bug_*` must get a finding, `ok_*` none (see cases/README)."""
+    missed: list[str] = []
+    false_alarms: list[str] = []
+    buggy = correct = 0
+    for name in case_names():
+        source = (CASES / (name + SOURCE_SUFFIX)).read_text()
+        lines = [int(line.split(":", 2)[1]) for line in corpus.lines.get(name, [])
+                 if ": error:" in line]
+        for label, is_bug, first, last in labelled_spans(source):
+            hit = any(first <= n <= last for n in lines)
+            if is_bug:
+                buggy += 1
+                if not hit:
+                    missed.append(f"{name}.{label}")
+            else:
+                correct += 1
+                if hit:
+                    false_alarms.append(f"{name}.{label}")
+    assert buggy >= 90 and correct >= 80, (buggy, correct)
+    assert not missed, f"{len(missed)} of {buggy} buggy functions not flagged: {missed}"
+    assert not false_alarms, f"{len(false_alarms)} of {correct} correct ones flagged: {false_alarms}"

@@ -61,7 +61,7 @@ class LedgerMachine(RuleBasedStateMachine):
         lease = data.draw(st.sampled_from(self.done))
         before = self.ledger.counters()
         with pytest.raises(DoubleReleaseError, match=f"lease #{lease.id}"):
-            lease.release()
+            lease.release()  # lease: ignore[lease-not-owned]  # a released lease, released again on purpose
         assert self.ledger.counters() == before
 
     @rule()
@@ -110,8 +110,10 @@ class LedgerMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         for lease, _ in self.held:
             lease.release()
+        self.held.clear()
         for lease in self.revoked_unreleased:
             lease.release()
+        self.revoked_unreleased.clear()
 
 
 TestLedgerMachine = pytest.mark.allow_lease_leaks(LedgerMachine.TestCase)
