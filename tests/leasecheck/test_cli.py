@@ -252,3 +252,49 @@ def test_lease_exits_makes_await_an_exit(tmp_path: Path, mypy_cache: Path) -> No
 def test_lease_exits_rejects_unknown_points(tmp_path: Path, mypy_cache: Path) -> None:
     code, _, err = run(*common(mypy_cache), "--lease-exits=await,return", str(tmp_path))
     assert code == 2 and "unknown return" in err
+
+
+ESCAPES = '''from typing import Any
+
+from leases import LeaseLedger, untracked
+
+
+class Full: ...
+
+
+def keep(ledger: LeaseLedger, sink: Any) -> None:
+    sink.keep(untracked(ledger.acquire(Full, owner="kept"), reason="sink.close() releases it"))
+
+
+def probe(ledger: LeaseLedger) -> None:
+    ledger.acquire(Full, owner="probe")  # lease: ignore[lease-discarded]
+
+
+def lost(ledger: LeaseLedger, sink: Any) -> None:
+    sink.keep(ledger.acquire(Full, owner="lost"))
+'''
+
+
+def test_partial_lists_escapes_and_suppressions_and_counts_them(
+    tmp_path: Path, mypy_cache: Path
+) -> None:
+    path = write(tmp_path / "partial", "cli_partial.py", ESCAPES)
+    code, plain, _ = run(*common(mypy_cache), path)
+    assert code == 1
+    assert [line for line in plain if "[lease-" in line] == [
+        f"{path}:18: error: Lease from \"acquire\" flows into an untyped callee or an Any "
+        f"parameter, which leasecheck cannot follow; hand it on through a tracked type or "
+        f"untracked(..., reason=\"...\")  [lease-untracked]"
+    ]
+    assert not any("note:" in line for line in plain)
+    code, listed, _ = run(*common(mypy_cache), "--partial", path)
+    assert code == 1
+    notes = [line for line in listed if ": note: " in line]
+    assert notes == [
+        f"{path}:10: note: escape: untracked(...): sink.close() releases it",
+        f"{path}:14: note: suppressed: [lease-discarded] Lease returned by \"acquire\" is discarded",
+    ]
+    assert ("leasecheck: 2 partial or escaped analyses (1 untracked() escapes, 1 suppressed "
+            "findings, 0 partially analysed loops, 0 functions not analysed)") in listed
+    warm = run(*common(mypy_cache), "--partial", path)
+    assert warm[1] == listed
