@@ -118,18 +118,27 @@ class ExpressionsMixin(OwnershipBase):
             return OTHER
         if isinstance(e, CallExpr):
             return self.call(e)
-        if isinstance(e, (TupleExpr, ListExpr, SetExpr)):
-            for item in e.items:
-                if isinstance(item, StarExpr):
-                    self.lend(self.ev(item.expr))
-                else:
-                    self.sink(item, lambda v: self.store(v, e.line))
-            return OTHER
-        if isinstance(e, DictExpr):
-            for key, value in e.items:
-                if key is not None:
-                    self.lend(self.ev(key))
-                self.sink(value, lambda v: self.store(v, e.line))
+        if isinstance(e, (TupleExpr, ListExpr, SetExpr, DictExpr)):
+            nouns: list[str] = []
+
+            def store(v: Value) -> None:
+                if self.owns(v):
+                    nouns.append(v.noun or _noun(self.facts(v.var)) if v.var else v.noun)
+                self.store(v, e.line)
+
+            if isinstance(e, DictExpr):
+                for key, value in e.items:
+                    if key is not None:
+                        self.lend(self.ev(key))
+                    self.sink(value, store)
+            else:
+                for item in e.items:
+                    if isinstance(item, StarExpr):
+                        self.lend(self.ev(item.expr))
+                    else:
+                        self.sink(item, store)
+            if nouns:
+                return Value("display", e.line, e.column, noun=nouns[0], source="a display")
             return OTHER
         if isinstance(e, ComparisonExpr):
             for op, operand in zip(["" ] + list(e.operators), e.operands):
@@ -188,9 +197,7 @@ class ExpressionsMixin(OwnershipBase):
             if e.expr is not None and self.yields_owned():
                 self.sink(e.expr, lambda v: self.transfer(v, "yielding it", e.line))
             elif e.expr is not None:
-                v = self.ev(e.expr)
-                if v.kind != "fresh":
-                    self.lend(v)
+                self.lend(self.ev(e.expr))
             return OTHER
         if isinstance(e, (ListComprehension, SetComprehension)):
             self.comprehension(e.generator, None)
@@ -351,6 +358,11 @@ class ExpressionsMixin(OwnershipBase):
         if receiver is not None and self.st is not None:
             assert isinstance(callee, MemberExpr)
             if self.calls.is_consuming(receiver_type, callee.name):
+                if receiver.kind == "other" and isinstance(callee.expr, MemberExpr):
+                    self.report(callee.line, callee.column, codes.UNTRACKED.code,
+                                f'"{callee.name}()" consumes a value reached through '
+                                f'"{spelled(callee.expr) or "an expression"}", whose owner '
+                                f"leasecheck does not follow; move it into a local first")
                 self.consume(receiver, callee.line, callee.column)
             elif callee.name == "clear" and receiver.var in self.container_places:
                 self.lend(receiver)

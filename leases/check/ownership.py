@@ -537,6 +537,8 @@ class OwnershipBase:
             self.st[var] = frozenset({(HELD, line, column, v.noun)})
         elif v.kind == "unknown":
             self.st[var] = frozenset({(UNKNOWN, line, column, v.noun)})
+        elif v.kind == "display":
+            self.st[var] = frozenset({(HELD, line, column, f"{v.noun} container")})
         elif v.kind == "awaitable":
             self.untracked_flow(v, f'"{var.name}" (await it where it is made)')
             self.st[var] = NOTHING_FACTS
@@ -550,6 +552,7 @@ class OwnershipBase:
                 )
                 noun = next((f[3] for f in facts if f[3]), "Lease")
                 self.st[src] = frozenset({(MOVED, line, column, noun)})
+                self.fields_gone(src)
                 if src in self.place_bases:
                     self.links[var] = src
             else:

@@ -312,6 +312,7 @@ PARTIAL_KINDS: Final = (
     ("suppressed:", "suppressed findings"),
     ("partial:", "partially analysed loops"),
     ("unchecked:", "functions not analysed"),
+    ("skipped:", "blocks mypy found unreachable"),
 )
 
 

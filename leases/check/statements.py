@@ -76,6 +76,9 @@ class StatementsMixin(CompoundMixin):
 
     def block(self, b: Block) -> None:
         if b.is_unreachable or (b.body and self._block_unreachable_by_types(b.body)):
+            if self.st is not None and b.body and not b.is_unreachable:
+                self.mod.note(b.body[0].line, 0, f"skipped: the block at line {b.body[0].line} "
+                                                 f"(mypy found it unreachable and typed nothing there)")
             self.st = None
             return
         self.stmts(b.body)
