@@ -201,7 +201,7 @@ class CompoundMixin(OwnershipBase):
     def iterated_container(self, it: Expression) -> Expression | None:
         """The container whose items `it` iterates: `c.values()`, `list(c.items())`, `enumerate(c)`."""
         if not isinstance(it, CallExpr):
-            return it if self.container_mode(it) else None
+            return it if container_item(self.types.get(it)) is not None else None
         callee = it.callee
         if isinstance(callee, MemberExpr) and callee.name in ("values", "items", "copy") \
                 and not it.args:
@@ -239,6 +239,9 @@ class CompoundMixin(OwnershipBase):
         kind = classify(var.type) if var is not None else None
         if not mode or var is None or kind is None or not isinstance(target, NameExpr):
             self.bind(target, OTHER, line)
+            if var is not None and container is not None and self.outlives(container) \
+                    and container_item(var.type) is not None:
+                self.aliases.add(var)  # `for group in self.groups.values()`: group lives on
             return
         if mode == "owned":
             self.bind_local(var, Value("fresh", target.line, target.column, noun=kind.noun,
@@ -261,6 +264,8 @@ class CompoundMixin(OwnershipBase):
         """Whether a container outlives this call: a parameter, a field, anything but a local."""
         if isinstance(container, NameExpr):
             var = container.node
+            if isinstance(var, Var) and var in self.aliases:
+                return True
             if isinstance(var, Var) and var in self.locals:
                 return self.fn is not None and any(
                     a.variable is var and a.kind not in (ARG_STAR, ARG_STAR2)

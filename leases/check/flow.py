@@ -217,6 +217,7 @@ class FunctionChecker(
         self.slot_markers = {}
         self.entry_of = {}
         self.entries = {}
+        self.aliases = set()
 
     def run(self) -> None:
         fn = self.fn

@@ -98,6 +98,8 @@ class OwnershipBase:
     """Loop target over a container -> the marker of that container's released entries."""
     entries: dict[Var, str]
     """Released-entries marker -> the spelling of its container."""
+    aliases: set[Var]
+    """Locals bound to a container held inside another that outlives the call (loop targets)."""
 
     def ev(self, e: Expression) -> Value:
         raise NotImplementedError
@@ -237,6 +239,9 @@ class OwnershipBase:
             place = self.links.get(var)
             if place is not None and all(f[0] in (MOVED, NOTHING) for f in st.get(place, ())):
                 out[place] = NOTHING_FACTS
+            for (owner, _), field_var in self.places.items():
+                if owner is var and field_var in out:
+                    out[field_var] = NOTHING_FACTS  # a None holder has no fields
         return out
 
     def current(self) -> State | None:
