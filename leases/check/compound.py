@@ -1,4 +1,11 @@
-"""Loops, `try`, `with` and `match`: the statements that route abrupt exits."""
+"""Loops, `try`, `with` and `match`: the statements that route abrupt exits.
+
+A loop target is bound by what the loop iterates (`iteration`): each item of
+an owning generator is owned by the body; an item of a container is an
+"entry" the container still holds (consuming it marks the container's
+entries released, and a container that outlives the call must be emptied
+before it returns); items of anything else have an unknown owner.
+"""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ class Value:
         items: tuple[str | None, ...] = (),
         slot: str = "",
     ) -> None:
-        self.kind = kind  # fresh | var | borrowed | none | other | tuple | unknown | awaitable
+        self.kind = kind  # fresh | var | borrowed | none | other | tuple | unknown | awaitable | display
         self.line = line
         self.column = column
         self.var = var

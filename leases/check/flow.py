@@ -8,6 +8,15 @@ for loop-local names) must leave nothing held. Implicit exceptions are
 modelled only into local handlers and `finally` blocks: each statement's
 entry state may reach them. Types come from mypy's type map; what counts as
 owned comes from `leases.check.model`.
+
+Nothing owned is dropped from the analysis silently: a value that flows
+where the rules cannot follow it (an `Any`, reflection, a deferred call, an
+awaitable not awaited where it is made) is `lease-untracked`, a value whose
+owner cannot be told (a generic result, an unknown loop target) carries an
+"unknown" fact that makes consuming it `lease-untracked`, and what the code
+takes on its own word (`untracked(...)`, `# lease: ignore`) or what the
+analysis only approximates (an unconverged loop, a block mypy did not type)
+becomes a `lease-partial` note that `leasecheck --partial` lists.
 """
 
 from __future__ import annotations

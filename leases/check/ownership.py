@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -718,8 +719,6 @@ def _is_any(t: Type | None) -> bool:
 
 def _mentions(spelling: str, name: str) -> bool:
     """Whether `name` occurs in a slot spelling as a whole dotted or subscripted part."""
-    import re
-
     return re.search(rf"(^|[^\w.]){re.escape(name)}($|[^\w])", spelling) is not None
 
 
