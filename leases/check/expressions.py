@@ -126,17 +126,25 @@ class ExpressionsMixin(OwnershipBase):
                     nouns.append(v.noun or _noun(self.facts(v.var)) if v.var else v.noun)
                 self.store(v, e.line)
 
+            pending: list[Value] = []  # every item is read before the display takes any
             if isinstance(e, DictExpr):
                 for key, value in e.items:
                     if key is not None:
                         self.lend(self.ev(key))
-                    self.sink(value, store)
+                    if isinstance(value, ConditionalExpr):
+                        self.sink(value, store)
+                    else:
+                        pending.append(self.ev(value))
             else:
                 for item in e.items:
                     if isinstance(item, StarExpr):
                         self.lend(self.ev(item.expr))
-                    else:
+                    elif isinstance(item, ConditionalExpr):
                         self.sink(item, store)
+                    else:
+                        pending.append(self.ev(item))
+            for v in pending:
+                store(v)
             if nouns:
                 return Value("display", e.line, e.column, noun=nouns[0], source="a display")
             return OTHER
@@ -375,6 +383,12 @@ class ExpressionsMixin(OwnershipBase):
                             f'"{receiver.var.name}" is typed {self.unowned_receiver(receiver_type)}, '
                             f'so "{callee.name}()" may consume a value this function does not own; '
                             f"declare its type")
+            elif callee.name in LEASE_CONSUMING and receiver.kind == "other" \
+                    and self.unowned_receiver(receiver_type) is not None:
+                self.report(callee.line, callee.column, codes.NOT_OWNED.code,
+                            f'"{callee.name}()" is called on a value typed '
+                            f"{self.unowned_receiver(receiver_type)}, which may consume a value "
+                            f"nobody here owns; declare its type")
             else:
                 self.lend(receiver)
                 if callee.name == "clear":

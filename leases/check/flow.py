@@ -59,6 +59,7 @@ from leases.check.model import (
     declared_fields,
     is_linear_info,
     owned_fields,
+    tracks_anywhere,
     classify,
     is_borrowed,
     param_mode,
@@ -214,6 +215,7 @@ class FunctionChecker(
             self.locals, self.refs = set(), Counter()
         self.return_lends = False
         self.returns_any = False
+        self.return_tracks = True
         self.exit_state: State | None = None
         self.places = {}
         self.place_bases = {}
@@ -240,6 +242,8 @@ class FunctionChecker(
                 self.return_lends = is_borrowed(sig.ret_type)
                 ret = get_proper_type(sig.ret_type)
                 self.returns_any = isinstance(ret, AnyType) and ret.type_of_any == TypeOfAny.explicit
+                self.return_tracks = tracks_anywhere(sig.ret_type) or fn.is_generator \
+                    or fn.is_coroutine
                 for i, arg in enumerate(fn.arguments):
                     var = arg.variable
                     if var.is_self or var.is_cls or i >= len(sig.arg_types):

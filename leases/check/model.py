@@ -13,6 +13,7 @@ from typing import Final
 
 from mypy.nodes import TypeInfo, Var
 from mypy.types import (
+    AnyType,
     Instance,
     ProperType,
     TupleType,
@@ -166,6 +167,25 @@ def mentions_owned(t: Type | None, depth: int = 0) -> bool:
             return True
         if p.type.fullname in AWAITABLES and p.args:
             return mentions_owned(p.args[-1], depth + 1)
+    return False
+
+
+def tracks_anywhere(t: Type | None, depth: int = 0) -> bool:
+    """Whether a declared type can hold an owned value: it names a tracked class somewhere
+    (an argument, a tuple item, a union member), or is `Any` or a type variable."""
+    if t is None or depth > 8:
+        return True
+    p = get_proper_type(t)
+    if isinstance(p, (AnyType, TypeVarType)):
+        return True
+    if isinstance(p, UnionType):
+        return any(tracks_anywhere(x, depth + 1) for x in p.items)
+    if isinstance(p, TupleType):
+        return any(tracks_anywhere(x, depth + 1) for x in p.items)
+    if isinstance(p, Instance):
+        if classify(p) is not None:
+            return True
+        return any(tracks_anywhere(a, depth + 1) for a in p.args)
     return False
 
 

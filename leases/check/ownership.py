@@ -52,7 +52,7 @@ from leases.check.facts import (
     spelled,
     verb,
 )
-from leases.check.model import classify, container_item, is_borrowed
+from leases.check.model import CONTAINERS, classify, container_item, is_borrowed, tracks_anywhere
 from leases.check.walk import name_refs
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ class OwnershipBase:
     refs: Counter[Var]
     return_lends: bool
     returns_any: bool
+    return_tracks: bool
     exit_state: State | None
     places: dict[tuple[Var, str], Var]
     """(parameter, attribute) -> the variable standing for that owned field."""
@@ -601,6 +602,8 @@ class OwnershipBase:
                 self.untracked_flow(v, f'the attribute "{target.name}" of an Any')
             elif self.borrowed_attribute(target):
                 self.lend(v)
+            elif not tracks_anywhere(self.attribute_type(target)):
+                self.untracked_flow(v, f'the attribute "{target.name}", whose type owns nothing')
             else:
                 self.transfer(v, "storing it in an attribute", line)
         elif isinstance(target, IndexExpr):
@@ -610,6 +613,8 @@ class OwnershipBase:
                 self.lend(v)
             elif self.any_items(target.base):
                 self.untracked_flow(v, "a container of Any")
+            elif not self.items_track(target.base):
+                self.untracked_flow(v, "a container whose item type owns nothing")
             else:
                 moved_in = self.owns(v)
                 self.transfer(v, "storing it in a container", line)
@@ -649,6 +654,26 @@ class OwnershipBase:
         return v.kind == "var" and v.var is not None and self.st is not None and any(
             f[0] == BORROWED for f in self.st.get(v.var, ())
         )
+
+    def attribute_type(self, target: MemberExpr) -> Type | None:
+        """The declared type of the attribute `target` names (None: not known)."""
+        if target.def_var is not None and target.def_var.type is not None:
+            return target.def_var.type
+        t = self.types.get(target.expr)
+        p = get_proper_type(t) if t is not None else None
+        if isinstance(p, Instance):
+            sym = p.type.get(target.name)
+            if sym is not None and isinstance(sym.node, Var):
+                return sym.node.type
+        return None
+
+    def items_track(self, container: Expression) -> bool:
+        """False for a standard container whose item type cannot hold an owned value."""
+        t = self.types.get(container)
+        p = get_proper_type(t) if t is not None else None
+        if not (isinstance(p, Instance) and p.type.fullname in CONTAINERS and p.args):
+            return True
+        return tracks_anywhere(p.args[-1])
 
     def any_items(self, container: Expression) -> bool:
         """Whether storing into `container` goes into an `Any` (an `Any` itself, or `dict[str, Any]`)."""

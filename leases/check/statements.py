@@ -213,6 +213,9 @@ class StatementsMixin(CompoundMixin):
         if s.expr is not None:
             if self.returns_any:
                 self.sink(s.expr, lambda v: self.untracked_flow(v, "a return typed Any"))
+            elif not self.return_tracks:
+                self.sink(s.expr, lambda v: self.untracked_flow(
+                    v, "a return whose declared type owns nothing"))
             elif self.return_lends:
                 self.sink(s.expr, self.lend)
             else:
