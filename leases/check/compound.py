@@ -199,6 +199,9 @@ class CompoundMixin(OwnershipBase):
             return found, it
         t = self.types.get(it)
         p = get_proper_type(t) if t is not None else None
+        if isinstance(p, Instance) and p.type.fullname in ONE_SHOT and p.args \
+                and classify(p.args[0]) is not None:
+            return ("borrowed" if is_borrowed(p.args[0]) else "owned"), None
         if isinstance(p, Instance) and p.args and _tracked_somewhere(p.args[-1]):
             return "unknown", None
         if isinstance(p, TupleType) and any(_tracked_somewhere(x) for x in p.items):
@@ -570,6 +573,11 @@ def _enum_values(p: Pattern) -> set[str]:
         return {p.expr.name}
     return set()
 
+
+ONE_SHOT: Final = frozenset({
+    "typing.Iterator", "typing.Generator", "typing.AsyncIterator", "typing.AsyncGenerator",
+})
+"""Iterator types: like a generator declared to yield owned values, they hand their items over."""
 
 COPIES: Final = frozenset({
     "builtins.list", "builtins.tuple", "builtins.sorted", "builtins.reversed", "builtins.iter",

@@ -84,6 +84,7 @@ from leases.check.model import (
     is_weak_owner,
 )
 from leases.check.calls import STDLIB_CONTAINERS
+from leases.check.compound import ONE_SHOT
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children
 
@@ -122,7 +123,9 @@ class ExpressionsMixin(OwnershipBase):
             nouns: list[str] = []
 
             def store(v: Value) -> None:
-                if self.owns(v):
+                if v.kind == "display":
+                    nouns.append(v.noun)
+                elif self.owns(v):
                     nouns.append(v.noun or _noun(self.facts(v.var)) if v.var else v.noun)
                 self.store(v, e.line)
 
@@ -411,6 +414,10 @@ class ExpressionsMixin(OwnershipBase):
             return self.generic_result(e, generic, moved_in or absorbed)
         result = self.call_result(e, self.types.get(e), e)
         if result is OTHER and isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
+            if moved_in:
+                self.report(e.line, e.column, codes.UNTRACKED.code,
+                            f'"{callee.node.name}" keeps the owned value it is given but is not '
+                            f"@linear, so nothing tracks it afterwards; make it @linear")
             return NEW
         return result
 
@@ -547,6 +554,8 @@ class ExpressionsMixin(OwnershipBase):
         if not tracked or is_borrowed(t):
             return None
         callee = e.callee
+        if isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
+            return None  # a constructor, not a generic helper
         if isinstance(callee, MemberExpr):
             recv = self.types.get(callee.expr)
             rp = get_proper_type(recv) if recv is not None else None
@@ -570,9 +579,21 @@ class ExpressionsMixin(OwnershipBase):
         assert kind is not None
         if self.weak_deref(e):
             return Value("borrowed", e.line, e.column, noun=kind.noun, source=source)
-        if owned_in or self.builds(e, t):
+        if owned_in or self.builds(e, t) or self.next_of_stream(e):
             return Value("fresh", e.line, e.column, noun=kind.noun, source=source)
         return Value("unknown", e.line, e.column, noun=kind.noun, source=source)
+
+    def next_of_stream(self, e: CallExpr) -> bool:
+        """`next(it)` of an iterator held in a name (`it: Iterator[Lease[...]]`): it hands the
+        item over, as a generator declared that way does; `next(iter(c))` only reads `c`."""
+        callee = e.callee
+        if not (isinstance(callee, NameExpr) and callee.fullname in ("builtins.next", "builtins.anext")
+                and e.args and isinstance(e.args[0], (NameExpr, MemberExpr))):
+            return False
+        t = self.types.get(e.args[0])
+        p = get_proper_type(t) if t is not None else None
+        return isinstance(p, Instance) and p.type.fullname in ONE_SHOT and bool(p.args) \
+            and not is_borrowed(p.args[0])
 
     def weak_deref(self, e: CallExpr) -> bool:
         """`ref()` of a weak reference: what it returns is lent, never owned."""

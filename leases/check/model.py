@@ -265,6 +265,8 @@ def declared_fields(info: TypeInfo) -> list[Field]:
         node = sym.node
         if not isinstance(node, Var) or node.is_classvar or node.is_property:
             continue
+        if not name.isidentifier():
+            continue  # mypy's own bookkeeping entries ("x-redefinition")
         found = owned_field(name, node.type, node.line)
         if found is not None:
             out.append(found)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from leases import Borrowed
 from unicache import SWA, CacheConfig, Full, Mamba
 from unicache.cache import UniCache
 from unicache.repl.manual_engine import ManualEngine
@@ -19,7 +20,7 @@ from unicache.tickets import LockReceipt
 class Busy:
     cache: UniCache
     engine: ManualEngine
-    receipt: LockReceipt  # lease: ignore[lease-owner]
+    receipt: Borrowed[LockReceipt]  # busy_cache keeps it and unlocks it on exit
 
 
 def _insert(cache: UniCache, tokens: list[int]) -> None:
@@ -52,7 +53,7 @@ def busy_cache() -> Iterator[Busy]:
     assert cache.backup(node) is not None
     busy = Busy(cache, engine, receipt)
     yield busy
-    cache.unlock(busy.receipt)
+    cache.unlock(receipt)
     for ticket in engine.held():
         cache.deliver(engine.take(ticket))
     assert cache.ledger.live() == []

@@ -57,6 +57,9 @@ def test_corpus_is_checked_in_one_build_and_covers_every_code(corpus: CorpusRun)
 
 
 BUGGY = re.compile(r"^bug_|_bug$|Bug$")
+KNOWN_MISS = re.compile(r"^miss_")
+"""A bug the checker does not see yet (documented in docs/leasecheck.md); it must stay unflagged
+until the checker learns it, then the case is renamed `bug_`."""
 CORRECT = re.compile(r"^ok_|_ok$|Ok$")
 
 
@@ -68,7 +71,7 @@ def labelled_spans(source: str) -> list[tuple[str, bool, int, int]]:
             continue
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         last = node.end_lineno or node.lineno
-        if BUGGY.search(node.name):
+        if BUGGY.search(node.name) or KNOWN_MISS.search(node.name):
             spans.append((node.name, True, first, last))
         elif CORRECT.search(node.name):
             spans.append((node.name, False, first, last))
@@ -81,6 +84,8 @@ def test_every_labelled_bug_is_flagged_and_no_labelled_correct_function_is(
     """The recall/false-positive oracle: `bug_*` must get a finding, `ok_*` none (see cases/README)."""
     missed: list[str] = []
     false_alarms: list[str] = []
+    known: list[str] = []
+    learned: list[str] = []
     buggy = correct = 0
     for name in case_names():
         source = (CASES / (name + SOURCE_SUFFIX)).read_text()
@@ -88,6 +93,11 @@ def test_every_labelled_bug_is_flagged_and_no_labelled_correct_function_is(
                  if ": error:" in line]
         for label, is_bug, first, last in labelled_spans(source):
             hit = any(first <= n <= last for n in lines)
+            if KNOWN_MISS.search(label):
+                known.append(f"{name}.{label}")
+                if hit:
+                    learned.append(f"{name}.{label}")
+                continue
             if is_bug:
                 buggy += 1
                 if not hit:
@@ -99,3 +109,5 @@ def test_every_labelled_bug_is_flagged_and_no_labelled_correct_function_is(
     assert buggy >= 90 and correct >= 80, (buggy, correct)
     assert not missed, f"{len(missed)} of {buggy} buggy functions not flagged: {missed}"
     assert not false_alarms, f"{len(false_alarms)} of {correct} correct ones flagged: {false_alarms}"
+    assert not learned, f"known misses now caught, rename them bug_: {learned}"
+    assert len(known) <= 2, known
