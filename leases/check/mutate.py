@@ -57,7 +57,7 @@ EXEMPT: dict[tuple[str, str], str] = {
         "bytes, not an ownership error (tests/unicache/test_load_back.py catches it)",
     ("unicache.repl.session", "result = self.tickets.pop(tid).result()"):
         "the statement both moves the ticket out of the table and consumes it: deleting it leaves "
-        "the table owning the ticket, and a duplicate pops another entry",
+        "the table owning the ticket (a duplicate is caught: the second pop of one key)",
     ("unicache.tickets", "_release(holder=self)"):
         "TicketRecord.release_leases gives a timed-out ticket's leases up without consuming the record "
         "(it stays in quarantine until its late ack, when close() consumes it), so no owned value goes "
