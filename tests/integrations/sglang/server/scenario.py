@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import pytest
+
 from tests.integrations.sglang.server.client import (
     NO_HITS,
     Hits,
@@ -42,6 +44,9 @@ TRACE_START: Final = 5500
 TRACE_COUNT: Final = 120
 TRACE_TOKENS_PER_BLOCK: Final = 8
 IN_FLIGHT: Final = 4
+
+FIGURES: Final = pytest.StashKey[dict[str, list[dict[str, object]]]]()
+"""Where the test module leaves every launch's `CoreRun.figures`, by model, for the terminal summary."""
 
 
 def byte_prompt(seed: int, length: int) -> list[int]:

@@ -13,6 +13,10 @@ depend on timing); the reset report (`unicache.integrations.sglang.report`,
 written at each ``/flush_cache``) shows SGLang's sanity check clean with
 nothing locked and no lease left; SIGTERM stops the server with status 0
 and no process left.
+
+The GPU cases (the hybrids, and everything where CUDA is available) were
+written without a GPU to run them on: they skip here, never faked, and the
+figures they expect for the hybrids (`PREFIX_HITS`) are unverified.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from tests.integrations.sglang.server.scenario import (
     MAX_TOTAL_TOKENS,
     PROMPT_TOKENS,
     SHARED_PREFIX,
+    TRACE_COUNT,
+    FIGURES,
     CoreRun,
     ServerRuns,
     run_core,
@@ -44,6 +50,11 @@ ON_GPU: Final = torch.cuda.is_available()
 HYBRID_MODELS: Final = ("gemma4-swa", "qwen3-next-gdn")
 MODELS: Final = ("llama", *HYBRID_MODELS)
 HIT_TOLERANCE: Final = 0.10
+PREFIX_HITS: Final = {"llama": True, "gemma4-swa": True, "qwen3-next-gdn": False}
+"""Whether a prompt that shares a prefix with an earlier one hits it exactly. Not for the GDN hybrid:
+SGLang keeps a Mamba (GDN) state only where a request ended, so a prefix hit needs one at the
+branching point; there the scenario checks that serving works and the cores agree, not the figures.
+The hybrid expectations are untested: no GPU was lent to the session that wrote them."""
 FLUSHES: Final = 2
 
 needs_gpu = pytest.mark.skipif(not ON_GPU, reason="hybrid models need SGLang's GPU kernels (no CUDA here)")
@@ -65,7 +76,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
     """Per model, its `ServerRuns`: each core launched once for the whole module.
 
     At the end the hit figures and timings of every launch are written to
-    ``figures.json`` in the module's temporary directory and to the terminal.
+    ``figures.json`` in the module's temporary directory and left for the
+    terminal summary (``conftest.py``).
     """
     base = tmp_path_factory.mktemp("sglang-server")
 
@@ -81,18 +93,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
     yield by_model
     figures = {model: r.summary() for model, r in by_model.items() if r.done}
     (base / "figures.json").write_text(json.dumps(figures, default=str, indent=1))
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if isinstance(reporter, pytest.TerminalReporter):
-        reporter.write_line(f"\nSGLang server figures ({base / 'figures.json'}):")
-        for model, rows in figures.items():
-            for row in rows:
-                reporter.write_line(f"  {model}: {row}")
+    pytestconfig.stash[FIGURES] = figures
 
 
 @pytest.mark.parametrize(("model", "core"), CASES)
 def test_shared_prefix_hits_the_device_tier(runs: dict[str, ServerRuns], model: str, core: str) -> None:
     run = runs[model].get(core)
-    assert run.sibling.device == SHARED_PREFIX and run.sibling.host == 0, run.sibling
+    assert run.sibling.host == 0, run.sibling
+    if PREFIX_HITS[model]:
+        assert run.sibling.device == SHARED_PREFIX, run.sibling
+    else:
+        assert run.sibling.device <= SHARED_PREFIX, run.sibling
 
 
 @pytest.mark.parametrize(("model", "core"), CASES)
@@ -101,6 +112,8 @@ def test_after_the_pool_fills_the_prompt_comes_back_from_the_host_tier(
 ) -> None:
     assert FILLERS * FILLER_TOKENS > MAX_TOTAL_TOKENS, "the fillers overflow the device pool"
     run = runs[model].get(core)
+    if not PREFIX_HITS[model]:
+        pytest.skip("the GDN hybrid has no Mamba state where the prompt ends (see PREFIX_HITS)")
     assert run.first_again.host > 0, run.first_again
     assert SHARED_PREFIX <= run.first_again.total < PROMPT_TOKENS, run.first_again
 
@@ -108,15 +121,18 @@ def test_after_the_pool_fills_the_prompt_comes_back_from_the_host_tier(
 @pytest.mark.parametrize(("model", "core"), CASES)
 def test_trace_window_in_flight_hits_the_host_tier(runs: dict[str, ServerRuns], model: str, core: str) -> None:
     run = runs[model].get(core)
-    assert run.trace_hits.host > 0, run.trace_hits
-    assert run.trace_hits.device > 0, run.trace_hits
+    assert len(run.trace) == TRACE_COUNT
+    if PREFIX_HITS[model]:
+        assert run.trace_hits.host > 0, run.trace_hits
+        assert run.trace_hits.device > 0, run.trace_hits
 
 
 @pytest.mark.parametrize("model", [pytest.param(m, marks=() if m == "llama" else needs_gpu) for m in MODELS])
 def test_hit_totals_agree_across_cores(runs: dict[str, ServerRuns], model: str) -> None:
     totals = {core: runs[model].get(core).trace_hits.total for core in _cores_for(model)}
     low, high = min(totals.values()), max(totals.values())
-    assert high > 0 and (high - low) <= HIT_TOLERANCE * high, totals
+    assert (high - low) <= HIT_TOLERANCE * high, totals
+    assert high > 0 or not PREFIX_HITS[model], totals
 
 
 @pytest.mark.parametrize(("model", "core"), CASES)
