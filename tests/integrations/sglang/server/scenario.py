@@ -95,6 +95,10 @@ class CoreRun:
                 "trace": self.trace_hits, "requests": len(self.trace),
                 "ready_s": round(self.ready_s, 1), "served_s": round(self.served_s, 1)}
 
+    def per_request(self) -> list[tuple[int, int]]:
+        """(device, host) hits of each trace request, in trace order."""
+        return [(h.device, h.host) for h in self.trace]
+
     @property
     def trace_hits(self) -> Hits:
         total = NO_HITS
@@ -155,3 +159,7 @@ class ServerRuns:
     def summary(self) -> list[dict[str, object]]:
         """`CoreRun.figures` of every core launched so far (failed launches left out)."""
         return [run.figures() for run in self.done.values() if isinstance(run, CoreRun)]
+
+    def per_request(self) -> dict[str, list[tuple[int, int]]]:
+        """`CoreRun.per_request` of every core launched so far."""
+        return {core: run.per_request() for core, run in self.done.items() if isinstance(run, CoreRun)}

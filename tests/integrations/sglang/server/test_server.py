@@ -77,7 +77,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
 
     At the end the hit figures and timings of every launch are written to
     ``figures.json`` in the module's temporary directory and left for the
-    terminal summary (``conftest.py``).
+    terminal summary (``conftest.py``); each trace request's hits per core
+    to ``trace-hits.json`` beside it.
     """
     base = tmp_path_factory.mktemp("sglang-server")
 
@@ -93,6 +94,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
     yield by_model
     figures = {model: r.summary() for model, r in by_model.items() if r.done}
     (base / "figures.json").write_text(json.dumps(figures, default=str, indent=1))
+    per_request = {model: r.per_request() for model, r in by_model.items() if r.done}
+    (base / "trace-hits.json").write_text(json.dumps(per_request))
     pytestconfig.stash[FIGURES] = figures
 
 
