@@ -2,7 +2,8 @@
 
 SGLang's whole serving stack runs on a CPU with ``--device cpu`` and the
 ``torch_native`` attention backend, except for three things that exist only
-as CUDA kernels or driver calls. Each is replaced right after its module is
+as CUDA kernels or driver calls (and a host-RAM reserve sized for GPU
+servers, `_patch_host_base`). Each is replaced right after its module is
 imported, by an import hook (`install`, run from the ``sitecustomize`` next
 to this module, which the server test puts on the server's PYTHONPATH).
 Nothing is replaced where CUDA is available: there the real kernels run.
@@ -85,6 +86,22 @@ def stream_synchronize(stream: torch.cpu.Stream) -> None:
     """
 
 
+TEST_HOST_RESERVE_BYTES: Final = 1 << 30
+
+
+def _patch_host_base(module: types.ModuleType) -> None:
+    """Reserve 1 GiB of host RAM beside a HiCache pool instead of 0.5.23's 10 GiB.
+
+    Not an accelerator stand-in: ``mem_cache/pool_host/base.py`` refuses any
+    host pool unless the machine's available RAM exceeds the pool plus
+    ``HICACHE_HOST_MEMORY_RESERVE_BYTES`` (10 GiB), sized for GPU servers. The
+    test's pool is a few MB; on a small CI machine whose other jobs use RAM
+    the 10 GiB reserve alone made the launch fail ("Not enough host memory
+    available ... -1.03 GB free").
+    """
+    setattr(module, "HICACHE_HOST_MEMORY_RESERVE_BYTES", TEST_HOST_RESERVE_BYTES)
+
+
 def _patch_host_common(module: types.ModuleType) -> None:
     setattr(module, "_cuda_host_register", skip_host_register)
 
@@ -98,6 +115,7 @@ def _patch_l2_transfer(module: types.ModuleType) -> None:
 
 
 AFTER_IMPORT: Final[dict[str, Callable[[types.ModuleType], None]]] = {
+    "sglang.srt.mem_cache.pool_host.base": _patch_host_base,
     "sglang.srt.mem_cache.pool_host.common": _patch_host_common,
     "sglang.srt.mem_cache.pool_host.mha": _patch_host_mha,
     "sglang.srt.mem_cache.l2_transfer": _patch_l2_transfer,
