@@ -1,0 +1,53 @@
+"""Evictable and protected sizes, kept incrementally from values and live leases."""
+
+from __future__ import annotations
+
+from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import NodeId
+
+from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
+from unicache.integrations.sglang.treecore.state import FULL, TreeState
+
+
+class Sizes(TreeState):
+    """The sizes part of `UnicacheTreeCore` (see the module docstring)."""
+
+    def evictable_size(self) -> int:
+        return self._total - self._protected
+
+    def protected_size(self) -> int:
+        return self._protected
+
+    def component_evictable_size(self, component_type: ComponentType) -> int:
+        return self._total - self._protected if component_type == FULL else 0
+
+    def component_protected_size(self, component_type: ComponentType) -> int:
+        return self._protected if component_type == FULL else 0
+
+    def full_evictable_size(self) -> int:
+        return self._total - self._protected
+
+    def full_protected_size(self) -> int:
+        return self._protected
+
+    def swa_evictable_size(self) -> int:
+        return 0
+
+    def mamba_evictable_size(self) -> int:
+        return 0
+
+    def swa_protected_size(self) -> int:
+        return 0
+
+    def mamba_protected_size(self) -> int:
+        return 0
+
+    def adjust_component_size(self, node_id: NodeId, component_type: ComponentType, delta: int) -> None:
+        """Only hybrid allocators' donors call this (Mamba, SWA compaction), which this core refuses."""
+        self.node(node_id)
+        if component_type != FULL:
+            raise ValueError(f"component is not enabled: {component_type}")
+        raise RefusedFeatureError("per-node size adjustments (its sizes are derived from values and leases)")
+
+    def total_size(self) -> tuple[int, int]:
+        return self._total, 0
