@@ -22,9 +22,13 @@ class Backups(TreeState):
         vals = self.store.dev[node.slot]
         if vals is None:
             raise NodeStateError("build_backup_spec", node_id, "its Full KV is not on device")
-        if self.store.host_col[node.slot] is not None:
-            return self._empty, {}
-        return self._tensors[node.id], {}
+        full = self._empty if self.store.host_col[node.slot] is not None else self._tensors[node.id]
+        xfers: dict[ComponentType, list[PoolTransfer]] = {}
+        for comp in self.aux:
+            t = comp.backup_transfers(node, missing_only=True)
+            if t:
+                xfers[comp.component_type] = t
+        return full, xfers
 
     def build_backup_kv_action(self, node_id: NodeId) -> BackupKV:
         return self._backup_action(self.node(node_id), write_back=False)
@@ -32,8 +36,9 @@ class Backups(TreeState):
     def commit_backup(self, node_id: NodeId, host_indices: torch.Tensor,
                       comp_xfers: dict[ComponentType, list[PoolTransfer]]) -> None:
         node = self.node(node_id)
-        if comp_xfers:
-            raise NodeStateError("commit_backup", node_id, f"transfers of {sorted(c.name for c in comp_xfers)}")
+        parts = [(self._part(ct), xfers) for ct, xfers in comp_xfers.items()]
+        for comp, xfers in parts:
+            comp.commit_backup(node, xfers)
         if host_indices.numel() == 0:
             return
         if self.store.host_col[node.slot] is not None:

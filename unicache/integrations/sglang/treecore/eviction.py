@@ -7,6 +7,7 @@ from array import array
 import torch
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
+    BaseEvictionResult,
     DemoteResult,
     DropSubtreeNoHostResult,
     EvictDeviceLeafResult,
@@ -14,7 +15,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     NodeId,
 )
 
-from unicache.integrations.sglang.treecore.errors import NodeStateError
+from unicache.integrations.sglang.treecore.errors import NodeStateError, RefusedFeatureError
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
 from unicache.integrations.sglang.treecore.values import host_tensor
 from unicache.integrations.sglang.treecore.walk import Actions
@@ -26,7 +27,8 @@ class DeviceEviction(TreeState):
 
     def evict_device_start(self, component_type: ComponentType, request_cnt: int) -> None:
         if component_type != FULL:
-            raise ValueError(f"component is not enabled: {component_type}")
+            self._part(component_type).evict_start(request_cnt)
+            return
         self._walk_quota = request_cnt
         self._walk_returned = []
 
@@ -34,8 +36,11 @@ class DeviceEviction(TreeState):
         self, component_type: ComponentType, tracker: dict[ComponentType, int]
     ) -> EvictDeviceNextNodeResult:
         result = EvictDeviceNextNodeResult()
+        if component_type != FULL:
+            self._part(component_type).evict_next(tracker, result)
+            return result
         quota = self._walk_quota
-        if component_type != FULL or quota is None:
+        if quota is None:
             raise NodeStateError("evict_device_next_node", self.root.id, "no device eviction walk started")
         if tracker.get(FULL, 0) >= quota:
             return result
@@ -51,13 +56,18 @@ class DeviceEviction(TreeState):
                 return result
 
     def evict_device_end(self, component_type: ComponentType) -> None:
+        if component_type != FULL:
+            self._part(component_type).evict_end()
+            return
         for x in self._walk_returned:
             self._maybe_file(x)
         self._walk_returned = []
         self._walk_quota = None
 
     def finish_mamba_state_eviction(self, node_id: NodeId) -> EvictDeviceNextNodeResult:
-        raise NodeStateError("finish_mamba_state_eviction", node_id, "MAMBA is not a component of this core")
+        if self.mamba is None:
+            raise NodeStateError("finish_mamba_state_eviction", node_id, "MAMBA is not a component of this core")
+        return self.mamba.finish_eviction(node_id)
 
     def finish_swa_state_eviction(self, node_id: NodeId) -> EvictDeviceNextNodeResult:
         raise NodeStateError("finish_swa_state_eviction", node_id, "SWA is not a component of this core")
@@ -75,25 +85,31 @@ class DeviceEviction(TreeState):
             if is_write_back:
                 result.backup_kv = self._backup_action(node, write_back=True)
                 return result
-            n = self._delete_unbacked(node, result.device_frees[FULL])
+            n = self._delete_unbacked(node, result)
             result.tracker[FULL] += n
             result.unbacked_tokens = n
             return result
-        result.tracker[FULL] += self._demote(node, result.device_frees[FULL])
+        result.tracker[FULL] += self._demote(node, result)
         return result
 
-    def _demote(self, node: Node, frees: list[torch.Tensor]) -> int:
-        n = self._drop_device(node, frees)
+    def _demote(self, node: Node, result: BaseEvictionResult) -> int:
+        """Drop the node's Full device KV and (cascading, as SGLang's) every auxiliary device state on it."""
+        n = self._drop_device(node, result.device_frees[FULL])
+        for part in self.aux:
+            if part.on_device(node):
+                part.drop_device(node, result)
         self._maybe_file(node)
         return n
 
-    def _delete_unbacked(self, node: Node, frees: list[torch.Tensor]) -> int:
-        """Free an unbacked device leaf, remove it, then its childless tombstone ancestors."""
-        n = self._drop_device(node, frees)
+    def _delete_unbacked(self, node: Node, result: BaseEvictionResult) -> int:
+        """Free an unbacked device leaf (every component), remove it, then its childless tombstone ancestors."""
+        n = self._drop_device(node, result.device_frees[FULL])
+        for part in self.aux:
+            part.drop_all(node, result, count_host=False)
         parent = node.parent
         assert parent is not None
         self._remove(node)
-        self._remove_tombstones(parent)
+        self._remove_tombstones(parent, result)
         return n
 
     def demote(self, node_id: NodeId) -> DemoteResult:
@@ -102,7 +118,7 @@ class DeviceEviction(TreeState):
         if node.parent is None or self.store.dev[slot] is None or self.store.host_col[slot] is None:
             raise NodeStateError("demote", node_id, "not on both tiers")
         result = DemoteResult()
-        result.tracker[FULL] += self._demote(node, result.device_frees[FULL])
+        result.tracker[FULL] += self._demote(node, result)
         return result
 
     def drop_subtree_no_host(self, node_id: NodeId) -> DropSubtreeNoHostResult:
@@ -110,13 +126,13 @@ class DeviceEviction(TreeState):
         result = DropSubtreeNoHostResult(is_dropped=False)
         if self.store.host_col[node.slot] is not None:
             raise NodeStateError("drop_subtree_no_host", node_id, "the node is backed up")
-        if self._host_pinned(node):
+        if self._host_pinned(node) or (self.aux and self._aux_pinned(node)):
             return result
         order: list[Node] = []
         stack = list(node.children.values())
         while stack:
             x = stack.pop()
-            if self._dev_pinned(x) or self._host_pinned(x):
+            if self._dev_pinned(x) or self._host_pinned(x) or (self.aux and self._aux_pinned(x)):
                 return result
             order.append(x)
             stack.extend(x.children.values())
@@ -124,10 +140,12 @@ class DeviceEviction(TreeState):
         for x in reversed(order):
             if self.store.host_col[x.slot] is not None:
                 self._drop_host(x, hvals)
+            for part in self.aux:
+                part.drop_all(x, result, count_host=False)
             self._remove(x)
         if hvals:
             result.host_frees[FULL].extend(host_tensor(h) for h in hvals)
-        result.tracker[FULL] += self._delete_unbacked(node, result.device_frees[FULL])
+        result.tracker[FULL] += self._delete_unbacked(node, result)
         result.is_dropped = True
         return result
 
@@ -138,4 +156,4 @@ class DeviceEviction(TreeState):
         host_frees: dict[ComponentType, list[torch.Tensor]],
         cache_actions: Actions,
     ) -> None:
-        raise NodeStateError("evict_excess_path_states", tail_node_id, "MAMBA is not a component of this core")
+        raise RefusedFeatureError("a Mamba path cap (--mamba-max-states-per-path)")

@@ -21,6 +21,9 @@ class HostEviction(TreeState):
     def drive_host_eviction(self, component_type: ComponentType, num_tokens: int) -> DriveHostEvictionResult:
         result = DriveHostEvictionResult()
         if component_type != FULL:
+            for part in self.aux:
+                if part.component_type == component_type:
+                    part.drive_host_eviction(num_tokens, result)
             return result
         hvals: list[array[int]] = []
         freed = 0
@@ -34,10 +37,12 @@ class HostEviction(TreeState):
             if not self.is_evictable_host_leaf(x):
                 continue
             freed += self._drop_host(x, hvals)
+            for part in self.aux:
+                part.drop_all(x, result, count_host=True)
             parent = x.parent
             assert parent is not None
             self._remove(x)
-            self._remove_tombstones(parent)
+            self._remove_tombstones(parent, result)
         if freed:
             result.tracker[FULL] = freed
         if hvals:

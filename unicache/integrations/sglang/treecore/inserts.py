@@ -107,8 +107,17 @@ class Inserts(TreeState):
             if result.adopted_ranges is not None:
                 result.record_adopted_range(FULL, pos, n)
             target = leaf
+            for comp in self.aux:
+                comp.commit_insert(leaf, True, walk.params, result)
             if not self.is_write_back and n > walk.params.inserted_len and self._hit(leaf):
                 walk.pending.append(self._backup_action(leaf, write_back=False))
+        elif self.aux:
+            for comp in self.aux:
+                comp.commit_insert(target, False, walk.params, result)
+            if (self.enable_hicache and not self.is_write_back and self.store.host_col[target.slot] is not None
+                    and self.write_through_ack(target) is None
+                    and any(comp.needs_backup(target) for comp in self.aux)):
+                walk.pending.append(self._backup_action(target, write_back=False))
         result.last_device_node = target.id
         self._insert = None
         return InsertStepResult(actions=walk.pending, result=result)

@@ -50,15 +50,31 @@ class LoadBacks(TreeState):
             gathered += h
         xfer = PoolTransfer(name=PoolName.KV, host_indices=host_tensor(gathered) if chain else self._empty_host,
                             device_indices=None, nodes_to_load=[x.id for x in chain])
-        return xfer, {}
+        if not self.aux:
+            return xfer, {}
+        anchor = self.node(node_id)
+        comp_xfers: dict[ComponentType, list[PoolTransfer]] = {}
+        for comp in self.aux:
+            t = comp.load_back_transfers(anchor, req)
+            if t:
+                comp_xfers[comp.component_type] = t
+        if self.is_write_back and any(self._loading_for_other(nid, anchor.id) for xfers in comp_xfers.values()
+                                      for x in xfers for nid in x.nodes_to_load or ()):
+            return PoolTransfer(name=PoolName.KV, host_indices=self._empty_host, nodes_to_load=[]), {}
+        return xfer, comp_xfers
+
+    def _loading_for_other(self, node_id: NodeId, anchor_id: NodeId) -> bool:
+        """Whether a load-back of another anchor holds the node (SGLang declines the spec then)."""
+        p = self.handed.host_pins(self.node(node_id))
+        return p is not None and any(isinstance(lease.owner, LoadBackPin) and lease.owner.anchor != anchor_id
+                                     for lease in p)
 
     def commit_load_back(
         self, node_id: NodeId, device_indices: torch.Tensor, kv_xfer: PoolTransfer,
         comp_xfers: dict[ComponentType, list[PoolTransfer]],
     ) -> Actions:
         anchor = self.node(node_id)
-        if comp_xfers:
-            raise NodeStateError("commit_load_back", node_id, f"transfers of {sorted(c.name for c in comp_xfers)}")
+        parts = [(self._part(ct), xfers) for ct, xfers in comp_xfers.items()]
         chain = [self.node(nid) for nid in kv_xfer.nodes_to_load or ()]
         store = self.store
         want = 0
@@ -84,6 +100,8 @@ class LoadBacks(TreeState):
             off += k
         for x in chain:
             self._maybe_file(x)
+        for comp, xfers in parts:
+            comp.commit_load_back(anchor, xfers, pin)
         return []
 
     def finish_load_back(self, anchor_node_id: NodeId) -> None:
@@ -94,6 +112,10 @@ class LoadBacks(TreeState):
         lease = fifo.popleft()
         if not fifo:
             del self.load_backs[anchor.id]
+        owner = lease.owner
+        assert isinstance(owner, LoadBackPin)
+        for comp in self.aux:
+            comp.finish_load_back(owner)
         pinned = set(self._unpin_host(lease))
         x: Optional[Node] = anchor
         while x is not None and x is not self.root:
@@ -107,7 +129,12 @@ class LoadBacks(TreeState):
         prefetch_tokens: int = 0, staging_tokens: int = 0, last_hash: Optional[str] = None,
     ) -> Optional[list[PoolTransfer]]:
         if component_type != FULL:
-            return None
+            comp = self._part(component_type)
+            if phase == CacheTransferPhase.LOAD_BACK:
+                return comp.load_back_transfers(self.node(node_id), None)
+            if phase == CacheTransferPhase.BACKUP_HOST:
+                return comp.backup_transfers(self.node(node_id), missing_only=False)
+            raise RefusedFeatureError(f"HiCache transfers of phase {phase.name} (storage prefetch)")
         if phase == CacheTransferPhase.LOAD_BACK:
             return [self.build_load_back_spec(node_id)[0]]
         if phase == CacheTransferPhase.BACKUP_HOST:

@@ -27,12 +27,15 @@ class Locks(TreeState):
         node = self.node(node_id)
         skipped = tuple(skip_lock_components)
         receipt = TreeReceipt(node_id=node.id, skipped_lock_components=skipped, kind=DEVICE_LOCK,
-                              issuer=id(self), epoch=self.ledger.epoch)
+                              issuer=id(self), epoch=self.ledger.epoch, acquire_skipped=skipped)
         path = [] if FULL in skipped else self._path(node)
         lease, delta = self._pin_device(path, receipt)
         receipt.lease_id = lease.id
         receipt.delta = delta
         self.device_locks[lease.id] = lease
+        for part in self.aux:
+            if part.component_type not in skipped:
+                part.lock(node, receipt, lease.id)
         return receipt
 
     def _receipt(self, node_id: NodeId, params: DecLockRefParams, kind: str) -> TreeReceipt:
@@ -48,15 +51,35 @@ class Locks(TreeState):
             raise MisdirectedReceiptError(node_id, str(params), "FULL",
                                           f"the receipt is anchored on node {params.node_id}")
         locks = self.host_locks if kind == HOST_LOCK else self.device_locks
-        if params.lease_id not in locks:
+        key = params.lease_id
+        if key not in locks and not any(key in (part.host_locks if kind == HOST_LOCK else part.locks)
+                                        for part in self.aux):
             why = ("its lease was revoked by a reset" if params.epoch != self.ledger.epoch
                    else "its lease was already released (one receipt, one release)")
             raise SpentReceiptError(node_id, str(params), "FULL", why)
         return params
 
     def dec_lock_ref(self, node_id: NodeId, params: DecLockRefParams, skip_swa: bool = False) -> DecLockRefResult:
+        """Release the leases of the receipt's components `params` does not skip.
+
+        SGLang's lazy Mamba release hands a copy of the receipt skipping all
+        but MAMBA, then the receipt itself skipping MAMBA: each releases its
+        part. A Full lease the acquire left without pins goes with the last part.
+        """
         receipt = self._receipt(node_id, params, DEVICE_LOCK)
-        self._unpin_device(self.device_locks.pop(receipt.lease_id))
+        key = receipt.lease_id
+        skipped = receipt.skipped_lock_components
+        parts = [part for part in self.aux if part.component_type not in skipped and key in part.locks]
+        remaining = any(key in part.locks for part in self.aux if part not in parts)
+        full = key in self.device_locks and (
+            FULL not in skipped or (FULL in receipt.acquire_skipped and not remaining))
+        if not full and not parts:
+            raise SpentReceiptError(node_id, str(receipt), "+".join(c.name for c in skipped) or "FULL",
+                                    "its leases for these components were already released")
+        for part in parts:
+            part.unlock(key)
+        if full:
+            self._unpin_device(self.device_locks.pop(key))
         return DecLockRefResult()
 
     def dec_swa_lock_only(self, node_id: NodeId, params: DecLockRefParams) -> DecSwaLockOnlyResult:
@@ -74,10 +97,14 @@ class Locks(TreeState):
         if locked:
             receipt.set_lock_uuid(FULL, lease.id, lock_host=True)
         self.host_locks[lease.id] = lease
+        for part in self.aux:
+            part.host_lock(node, receipt, lease.id)
         return receipt
 
     def dec_host_lock_ref(self, node_id: NodeId, params: DecLockRefParams) -> DecLockRefResult:
         receipt = self._receipt(node_id, params, HOST_LOCK)
+        for part in self.aux:
+            part.host_unlock(receipt.lease_id)
         self._unpin_host(self.host_locks.pop(receipt.lease_id))
         return DecLockRefResult()
 

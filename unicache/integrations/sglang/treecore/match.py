@@ -26,6 +26,7 @@ class Matching(TreeState):
         dev = store.dev
         host = store.host_col
         hicache = self.enable_hicache
+        aux = self.aux
         root = node = best = best_dev = self.root
         pos = 0
         full_hit = 0
@@ -44,7 +45,12 @@ class Matching(TreeState):
                 child = self.tree.split(child, m)
                 self._take_split_action(actions)
             node = child
-            if on_dev:
+            if aux:
+                if all(part.usable(child, hicache) for part in aux):
+                    best = child
+                if on_dev and all(part.on_device(child) for part in aux):
+                    best_dev = child
+            elif on_dev:
                 best = best_dev = child
             elif hicache:
                 best = child
@@ -52,6 +58,8 @@ class Matching(TreeState):
                 break
             pos += m
             children = child.children
+        for part in aux:
+            part.match_end(best)
         t = self._tick()
         x: Optional[Node] = best
         while x is not None:
@@ -65,7 +73,7 @@ class Matching(TreeState):
             if h is not None:
                 host_hit += len(h)
             x = x.parent
-        return MatchResult(
+        result = MatchResult(
             device_prefix_len=best_dev.end,
             last_device_node=best_dev.id,
             last_host_node=(best if hicache else best_dev).id,
@@ -75,6 +83,9 @@ class Matching(TreeState):
             last_visited_node_id=node.id if node is not root else None,
             cache_actions=actions,
         )
+        for part in aux:
+            result = part.finalize_match(result, best)
+        return result
 
     def match_full_device_prefix(self, key: RadixKey) -> tuple[int, NodeId, int]:
         tb, n = self._key_bytes(key)

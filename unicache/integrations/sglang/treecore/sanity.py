@@ -65,7 +65,7 @@ class SanityCheck(TreeState):
             if anchor is None:
                 problems.append(f"{owner} (anchor {owner.node_id}): anchor is not a live node")
                 continue
-            want = {x.id for x in ([] if FULL in owner.skipped_lock_components else self._path(anchor))}
+            want = {x.id for x in ([] if FULL in owner.acquire_skipped else self._path(anchor))}
             got = {x.id for x in lease_holders(lease)}
             if want != got:
                 problems.append(f"{owner} on node {anchor.id}: pins {sorted(got)}, its path is {sorted(want)}")
@@ -75,7 +75,10 @@ class SanityCheck(TreeState):
             if x is not self.root and self.device_lock_count(x) != expected_dev.get(x.id, 0):
                 problems.append(f"node {x.id}: {self.device_lock_count(x)} device pins, "
                                 f"{expected_dev.get(x.id, 0)} leases cover it")
-        held = (len(self.device_locks) + len(self.host_locks) + len(self.write_marks)
+        nodes = list(self.tree)
+        for comp in self.aux:
+            comp.sanity(nodes, problems)
+        held = (len(self.device_locks) + len(self.host_locks) + len(self.write_marks) + sum(c.held() for c in self.aux)
                 + sum(len(s) for s in self.full_pins.values()) + sum(len(f) for f in self.load_backs.values()))
         if held != self.ledger.live_count:
             problems.append(f"{self.ledger.live_count} live leases, the core holds {held}")

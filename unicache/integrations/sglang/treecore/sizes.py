@@ -19,10 +19,20 @@ class Sizes(TreeState):
         return self._protected
 
     def component_evictable_size(self, component_type: ComponentType) -> int:
-        return self._total - self._protected if component_type == FULL else 0
+        if component_type == FULL:
+            return self._total - self._protected
+        for comp in self.aux:
+            if comp.component_type == component_type:
+                return comp.total - comp.protected
+        return 0
 
     def component_protected_size(self, component_type: ComponentType) -> int:
-        return self._protected if component_type == FULL else 0
+        if component_type == FULL:
+            return self._protected
+        for comp in self.aux:
+            if comp.component_type == component_type:
+                return comp.protected
+        return 0
 
     def full_evictable_size(self) -> int:
         return self._total - self._protected
@@ -34,20 +44,20 @@ class Sizes(TreeState):
         return 0
 
     def mamba_evictable_size(self) -> int:
-        return 0
+        return 0 if self.mamba is None else self.mamba.total - self.mamba.protected
 
     def swa_protected_size(self) -> int:
         return 0
 
     def mamba_protected_size(self) -> int:
-        return 0
+        return 0 if self.mamba is None else self.mamba.protected
 
     def adjust_component_size(self, node_id: NodeId, component_type: ComponentType, delta: int) -> None:
         """Only hybrid allocators' donors call this (Mamba, SWA compaction), which this core refuses."""
         self.node(node_id)
         if component_type != FULL:
-            raise ValueError(f"component is not enabled: {component_type}")
+            self._part(component_type)
         raise RefusedFeatureError("per-node size adjustments (its sizes are derived from values and leases)")
 
     def total_size(self) -> tuple[int, int]:
-        return self._total, 0
+        return self._total, sum(comp.total for comp in self.aux)

@@ -21,14 +21,18 @@ from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.unified_cache.cache_action import BackupKV, UpdatePendingBackupOnNodeSplit
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.components import TreeComponent
-from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import NodeId
+from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
+from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import BaseEvictionResult, NodeId
 
 from leases import Borrowed, Held, Lease, LeaseLedger, PinSet
 from unicache.components.full import FullStore
 from unicache.components.handed import HandedValues
+from unicache.integrations.sglang.mamba import LeaseMambaComponent
 from unicache.integrations.sglang.treecore.errors import NamespacedKeyError, UnknownNodeError
+from unicache.integrations.sglang.treecore.mamba import MambaPart
 from unicache.integrations.sglang.treecore.receipts import FullHost, LoadBackPin, TreeReceipt, WriteThroughMark
 from unicache.integrations.sglang.treecore.refusals import refuse_unsupported
+from unicache.integrations.sglang.treecore.values import host_tensor
 from unicache.integrations.sglang.treecore.walk import Actions, InsertWalk
 from unicache.markers import Full
 from unicache.tree.node import Node
@@ -94,6 +98,13 @@ class TreeState:
         self.full_pins: dict[int, list[Lease[Full, Held]]] = {}
         self.write_marks: dict[int, Lease[FullHost, Held]] = {}
         self.load_backs: dict[int, deque[Lease[FullHost, Held]]] = {}
+        comps = tuple(params.tree_components or components)
+        self.mamba = MambaPart(self, params.page_size) if ComponentType.MAMBA in comps else None
+        self.aux: tuple[MambaPart, ...] = () if self.mamba is None else (self.mamba,)
+        """The configured components beyond Full, in SGLang's order; the core calls each at every step."""
+        mamba = components.get(ComponentType.MAMBA)
+        if mamba is not None and type(mamba) is MambaComponent:
+            mamba.__class__ = LeaseMambaComponent
         self._build_tree()
 
     def _build_tree(self) -> None:
@@ -104,6 +115,8 @@ class TreeState:
         self.handed: HandedValues = handed
         self.tree = RadixTree(self.page_size, ids=self._ids, owner=self, on_split=self._on_split, token_bytes=TOKEN_BYTES)
         self.tree.register(Full, self.store)
+        for part in self.aux:
+            part.new_tree(self.tree)
         self.root = self.tree.root
         self.root.last_access = self._tick()
         self._nodes: dict[int, Node] = {self.root.id: self.root}
@@ -121,6 +134,31 @@ class TreeState:
     def _tick(self) -> int:
         self._clock += TICK
         return self._clock
+
+    def tick(self) -> int:
+        """One step of SGLang's time counter (the access time of a node the step touched)."""
+        return self._tick()
+
+    def live_node(self, node_id: int) -> Optional[Node]:
+        """The live node named `node_id`, or None."""
+        return self._nodes.get(node_id)
+
+    def full_on_device(self, node: Node) -> bool:
+        return node.parent is None or self.store.dev[node.slot] is not None
+
+    def full_on_host(self, node: Node) -> bool:
+        return node.parent is not None and self.store.host_col[node.slot] is not None
+
+    def load_back_pending(self, node: Node) -> bool:
+        """Whether a load-back's Full lease holds the node's host copy (SGLang's `load_back_pending_id`)."""
+        return self._load_back_pinned(node)
+
+    def _aux_pinned(self, node: Node) -> bool:
+        """Whether a lease pins any tier of an auxiliary component on the node (SGLang's lock refs of each)."""
+        for part in self.aux:
+            if part.device_pinned(node) or part.host_pinned(node):
+                return True
+        return False
 
     def node(self, node_id: NodeId) -> Node:
         """The live node named `node_id` (`UnknownNodeError`, a `KeyError`, otherwise)."""
@@ -185,14 +223,21 @@ class TreeState:
         if node.parent is None or slot == 0 or node.dev_children or self.store.dev[slot] is None:
             return False
         p = self.store.pin_sets.get(slot)
-        return p is None or not p
+        if p is not None and p:
+            return False
+        if self.aux:
+            for part in self.aux:
+                if part.device_pinned(node):
+                    return False
+        return True
 
     def is_evictable_host_leaf(self, node: Node) -> bool:
         """SGLang's H-leaf: not the root, Full on host only, no children, no pin on either tier."""
         slot = node.slot
         return (node.parent is not None and slot != 0 and not node.children
                 and self.store.dev[slot] is None and self.store.host_col[slot] is not None
-                and not self._dev_pinned(node) and not self._host_pinned(node))
+                and not self._dev_pinned(node) and not self._host_pinned(node)
+                and not (self.aux and self._aux_pinned(node)))
 
     def _maybe_file(self, node: Node) -> None:
         """File `node` in the eviction queue of the tier it just became an evictable leaf of."""
@@ -203,11 +248,24 @@ class TreeState:
         p = store.pin_sets.get(slot)
         if p is not None and p:
             return
+        if self.aux and self._aux_pinned(node):
+            return
         if store.dev[slot] is not None:
             if not node.dev_children:
                 store.lru_device.push(node)
         elif not node.children and store.host_col[slot] is not None and not self._host_pinned(node):
             store.lru_host.push(node)
+
+    def _part(self, component_type: ComponentType) -> MambaPart:
+        """The configured auxiliary component `component_type` (ValueError, SGLang's, when it is not one)."""
+        for part in self.aux:
+            if part.component_type == component_type:
+                return part
+        raise ValueError(f"component is not enabled: {component_type}")
+
+    def refile(self, node: Node) -> None:
+        """File `node` in the eviction queue of the tier it became an evictable leaf of (a pin drained)."""
+        self._maybe_file(node)
 
     def _publish_device(self, node: Node, values: list[int], tensor: torch.Tensor) -> None:
         """Give `node` (no device values) the device `values` (`tensor`: the same, as SGLang handed them in)."""
@@ -247,6 +305,8 @@ class TreeState:
     def _remove(self, node: Node) -> None:
         """Take a childless node with no values and no pins out of the tree."""
         self.store.dups.pop(node.id, None)
+        for part in self.aux:
+            part.forget(node)
         del self._nodes[node.id]
         self.tree.remove_leaf(node)
 
@@ -380,20 +440,46 @@ class TreeState:
                 self._maybe_file(x)
         return holders
 
-    def _remove_tombstones(self, cur: Node) -> None:
-        """SGLang's tombstone cleanup: remove childless ancestors holding nothing, up to a live or pinned one."""
+    def _remove_tombstones(self, cur: Node, result: BaseEvictionResult) -> None:
+        """SGLang's tombstone cleanup: remove childless ancestors without Full KV, up to a live or pinned one.
+
+        An auxiliary state on a node without Full on device goes (into
+        `result`), then one on a node without Full on either tier.
+        """
         store = self.store
+        aux = self.aux
         while cur is not self.root and not cur.children:
-            if self._dev_pinned(cur) or self._host_pinned(cur):
+            if self._dev_pinned(cur) or self._host_pinned(cur) or (aux and self._aux_pinned(cur)):
                 break
-            if store.dev[cur.slot] is not None or store.host_col[cur.slot] is not None:
+            if store.dev[cur.slot] is not None:
                 self._maybe_file(cur)
                 break
+            for part in aux:
+                part.drop_orphans(cur, result, host=False)
+            if store.host_col[cur.slot] is not None:
+                self._maybe_file(cur)
+                break
+            for part in aux:
+                part.drop_orphans(cur, result, host=True)
             parent = cur.parent
             assert parent is not None
             self._remove(cur)
             self._maybe_file(parent)
             cur = parent
+
+    def evict_host_leaf(self, node: Node, result: BaseEvictionResult) -> int:
+        """SGLang's atomic host-leaf eviction: every component's host data (counted), the node, its tombstones."""
+        hvals: list[array[int]] = []
+        n = self._drop_host(node, hvals)
+        result.host_frees[FULL].extend(host_tensor(h) for h in hvals)
+        result.tracker[FULL] += n
+        for part in self.aux:
+            part.drop_all(node, result, count_host=True)
+        parent = node.parent
+        assert parent is not None
+        self._remove(node)
+        self._remove_tombstones(parent, result)
+        return n
 
     def _backup_action(self, node: Node, write_back: bool) -> BackupKV:
         """SGLang's backup action: the node, and under write-through its unbacked ancestors first."""

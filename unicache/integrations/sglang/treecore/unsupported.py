@@ -18,7 +18,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
 )
 
 from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
-from unicache.integrations.sglang.treecore.state import TreeState
+from unicache.integrations.sglang.treecore.state import FULL, TreeState
 from unicache.integrations.sglang.treecore.walk import Actions
 
 
@@ -63,4 +63,6 @@ class UnsupportedFeatures(TreeState):
 
     def set_component_device_value(self, node_id: NodeId, component_type: ComponentType,
                                    value: torch.Tensor) -> None:
-        raise ValueError(f"component is not enabled: {component_type} (FULL values are set by insert and load-back)")
+        if component_type == FULL:
+            raise ValueError("FULL values are set by insert and load-back")
+        self._part(component_type).set_device(self.node(node_id), value)

@@ -25,13 +25,17 @@ class TreeViews(TreeState):
     def get_component_device_value(self, node_id: NodeId, component_type: ComponentType) -> Optional[torch.Tensor]:
         node = self.node(node_id)
         if component_type != FULL:
+            for comp in self.aux:
+                if comp.component_type == component_type:
+                    return comp.device_state(node)
             return None
         return self._tensors.get(node.id)
 
     def component_has_host_value_only(self, node_id: NodeId, component_type: ComponentType) -> bool:
         node = self.node(node_id)
-        return (component_type == FULL and self.store.dev[node.slot] is None
-                and self.store.host_col[node.slot] is not None)
+        if component_type != FULL:
+            return any(comp.component_type == component_type and comp.host_only(node) for comp in self.aux)
+        return self.store.dev[node.slot] is None and self.store.host_col[node.slot] is not None
 
     def reset(self) -> None:
         """Revoke every lease (epoch advance; late releases settle stale), drop the tree, start a new one."""
@@ -48,6 +52,8 @@ class TreeViews(TreeState):
             while fifo:
                 fifo.popleft().release()
         self.load_backs.clear()
+        for comp in self.aux:
+            comp.release_all()
         self.tree.kill()
         self._build_tree()
 
@@ -156,7 +162,21 @@ class TreeViews(TreeState):
         return torch.cat(chunks) if chunks else self._empty
 
     def all_mamba_values_flatten(self) -> torch.Tensor:
-        return torch.tensor([], dtype=torch.int64, device=self.device)
+        if self.mamba is None:
+            return torch.tensor([], dtype=torch.int64, device=self.device)
+        mamba = self.mamba
+        chunks = [t for t in (mamba.device_state(x) for x in self._dfs()) if t is not None]
+        return torch.cat(chunks) if chunks else torch.tensor([], dtype=torch.int64, device=self.device)
+
+    def _dfs(self) -> list[Node]:
+        """Every node in SGLang's depth-first order (children in insertion order)."""
+        out: list[Node] = []
+        stack = [self.root]
+        while stack:
+            x = stack.pop()
+            out.append(x)
+            stack.extend(reversed(list(x.children.values())))
+        return out
 
     def pretty_print(self) -> None:
         dev, host = self.store.dev, self.store.host_col
