@@ -1,4 +1,4 @@
-"""`UnicacheTreeCore`: SGLang's `UnifiedTreeCoreInterface` on unicache's tree, Full store, eviction queues and leases.
+"""`UnicacheTreeCore`: SGLang's `UnifiedTreeCoreInterface` on unicache's tree, stores, eviction queues and leases.
 
 Design.
 
@@ -74,8 +74,15 @@ the LRU victims SGLang's.
 a `BackupKV` (write-through), the only barrier Full has; frees of
 duplicate request KV (`FreeDeviceKV`) are deferred to the barrier.
 
-What it covers and refuses: `refusals` (FULL alone, LRU, no session
-cache, no custom components, no EAGLE, no KV events) at construction; a
+*Components.* Full is the core itself; every other configured component
+is a `part.ComponentPart` in `aux` (Mamba: `mamba.MambaPart`, whose
+essay says how its states, LRU lists, walks and leases work), called at
+each step where SGLang's core calls its component drivers. The Full code
+loops over `aux` and holds no component's logic.
+
+What it covers and refuses: `refusals` (FULL or FULL+MAMBA, LRU, no
+Mamba path cap, no session cache, no custom components, no EAGLE, no KV
+events) at construction; a
 storage backend, buffer-only host memory and the external cache linker
 when SGLang switches them on (`RefusedFeatureError`); namespaced keys
 (`extra_key`, `cache_salt`) at match or insert (`NamespacedKeyError`). The
@@ -85,7 +92,8 @@ interface methods only those configurations reach raise the same errors.
 one concept each, are classes over the shared `state.TreeState`: `locks`,
 `sizes`, `match`, `inserts` (with `walk`), `eviction` (the device walk),
 `host_eviction`, `backup` (and write-through marks), `load_back`, `views`
-(reads and reset), `sanity`, `unsupported` (the refused features' methods).
+(reads and reset), `sanity`, `unsupported` (the refused features' methods);
+the auxiliary components: `part` (what the core asks of one), `mamba`.
 """
 
 from __future__ import annotations
@@ -113,7 +121,7 @@ class UnicacheTreeCore(
     Locks, Sizes, Matching, Inserts, DeviceEviction, HostEviction, Backups, LoadBacks, TreeViews, SanityCheck,
     UnsupportedFeatures, UnifiedTreeCoreInterface,
 ):
-    """Tree core ``"unicache"`` for FULL (see the module docstring)."""
+    """Tree core ``"unicache"`` for FULL and FULL+MAMBA (see the module docstring)."""
 
     supports_rotation_base = False
 

@@ -52,7 +52,7 @@ class Locks(TreeState):
                                           f"the receipt is anchored on node {params.node_id}")
         locks = self.host_locks if kind == HOST_LOCK else self.device_locks
         key = params.lease_id
-        if key not in locks and not any(key in (part.host_locks if kind == HOST_LOCK else part.locks)
+        if key not in locks and not any(part.holds_host_lock(key) if kind == HOST_LOCK else part.holds_lock(key)
                                         for part in self.aux):
             why = ("its lease was revoked by a reset" if params.epoch != self.ledger.epoch
                    else "its lease was already released (one receipt, one release)")
@@ -69,8 +69,8 @@ class Locks(TreeState):
         receipt = self._receipt(node_id, params, DEVICE_LOCK)
         key = receipt.lease_id
         skipped = receipt.skipped_lock_components
-        parts = [part for part in self.aux if part.component_type not in skipped and key in part.locks]
-        remaining = any(key in part.locks for part in self.aux if part not in parts)
+        parts = [part for part in self.aux if part.component_type not in skipped and part.holds_lock(key)]
+        remaining = any(part.holds_lock(key) for part in self.aux if part not in parts)
         full = key in self.device_locks and (
             FULL not in skipped or (FULL in receipt.acquire_skipped and not remaining))
         if not full and not parts:

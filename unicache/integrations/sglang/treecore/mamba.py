@@ -44,6 +44,7 @@ from sglang.srt.runtime_context import mamba_checkpoint_grid
 from leases import Held, Lease
 from unicache.components.mamba import MambaStore
 from unicache.integrations.sglang.treecore.errors import NodeStateError
+from unicache.integrations.sglang.treecore.part import ComponentPart
 from unicache.integrations.sglang.treecore.receipts import LoadBackPin, MambaHost, TreeReceipt
 from unicache.markers import Mamba
 from unicache.tree.node import Node
@@ -121,10 +122,10 @@ class StateLRU:
         return out
 
 
-class MambaPart:
+class MambaPart(ComponentPart):
     """The Mamba component of one core (see the module docstring); the core calls it at each step."""
 
-    component_type: Final = MAMBA
+    component_type = MAMBA
 
     def __init__(self, core: TreeState, page_size: int) -> None:
         self.core = core
@@ -251,6 +252,12 @@ class MambaPart:
         lease = self.core.ledger.acquire(Mamba, owner=receipt, pins=pins)
         self.locks[key] = lease
         return lease
+
+    def holds_lock(self, key: int) -> bool:
+        return key in self.locks
+
+    def holds_host_lock(self, key: int) -> bool:
+        return key in self.host_locks
 
     def unlock(self, key: int) -> None:
         lease = self.locks.pop(key)

@@ -30,6 +30,7 @@ from unicache.components.handed import HandedValues
 from unicache.integrations.sglang.mamba import LeaseMambaComponent
 from unicache.integrations.sglang.treecore.errors import NamespacedKeyError, UnknownNodeError
 from unicache.integrations.sglang.treecore.mamba import MambaPart
+from unicache.integrations.sglang.treecore.part import ComponentPart
 from unicache.integrations.sglang.treecore.receipts import FullHost, LoadBackPin, TreeReceipt, WriteThroughMark
 from unicache.integrations.sglang.treecore.refusals import refuse_unsupported
 from unicache.integrations.sglang.treecore.values import host_tensor
@@ -100,7 +101,7 @@ class TreeState:
         self.load_backs: dict[int, deque[Lease[FullHost, Held]]] = {}
         comps = tuple(params.tree_components or components)
         self.mamba = MambaPart(self, params.page_size) if ComponentType.MAMBA in comps else None
-        self.aux: tuple[MambaPart, ...] = () if self.mamba is None else (self.mamba,)
+        self.aux: tuple[ComponentPart, ...] = () if self.mamba is None else (self.mamba,)
         """The configured components beyond Full, in SGLang's order; the core calls each at every step."""
         mamba = components.get(ComponentType.MAMBA)
         if mamba is not None and type(mamba) is MambaComponent:
@@ -248,15 +249,19 @@ class TreeState:
         p = store.pin_sets.get(slot)
         if p is not None and p:
             return
-        if self.aux and self._aux_pinned(node):
-            return
+        aux = self.aux
+        if aux:
+            for part in aux:
+                if part.device_pinned(node):
+                    return
         if store.dev[slot] is not None:
             if not node.dev_children:
                 store.lru_device.push(node)
-        elif not node.children and store.host_col[slot] is not None and not self._host_pinned(node):
+        elif (not node.children and store.host_col[slot] is not None and not self._host_pinned(node)
+              and not (aux and self._aux_pinned(node))):
             store.lru_host.push(node)
 
-    def _part(self, component_type: ComponentType) -> MambaPart:
+    def _part(self, component_type: ComponentType) -> ComponentPart:
         """The configured auxiliary component `component_type` (ValueError, SGLang's, when it is not one)."""
         for part in self.aux:
             if part.component_type == component_type:
