@@ -35,7 +35,7 @@ class Locks(TreeState):
         self.device_locks[lease.id] = lease
         for part in self.aux:
             if part.component_type not in skipped:
-                part.lock(node, receipt, lease.id)
+                part.lock(node, receipt, receipt.lease_id)
         return receipt
 
     def _receipt(self, node_id: NodeId, params: DecLockRefParams, kind: str) -> TreeReceipt:
@@ -98,7 +98,7 @@ class Locks(TreeState):
             receipt.set_lock_uuid(FULL, lease.id, lock_host=True)
         self.host_locks[lease.id] = lease
         for part in self.aux:
-            part.host_lock(node, receipt, lease.id)
+            part.host_lock(node, receipt, receipt.lease_id)
         return receipt
 
     def dec_host_lock_ref(self, node_id: NodeId, params: DecLockRefParams) -> DecLockRefResult:

@@ -44,7 +44,7 @@ from sglang.srt.runtime_context import mamba_checkpoint_grid
 from leases import Held, Lease
 from unicache.components.mamba import MambaStore
 from unicache.integrations.sglang.treecore.errors import NodeStateError
-from unicache.integrations.sglang.treecore.part import ComponentPart
+from unicache.integrations.sglang.treecore.part import ComponentPart, PartHost
 from unicache.integrations.sglang.treecore.receipts import LoadBackPin, MambaHost, TreeReceipt
 from unicache.markers import Mamba
 from unicache.tree.node import Node
@@ -52,8 +52,6 @@ from unicache.tree.radix import RadixTree
 
 if TYPE_CHECKING:
     from sglang.srt.managers.schedule_batch import Req
-
-    from unicache.integrations.sglang.treecore.state import TreeState
 
 MAMBA: Final = ComponentType.MAMBA
 _LRU_END: Final = 0
@@ -127,7 +125,7 @@ class MambaPart(ComponentPart):
 
     component_type = MAMBA
 
-    def __init__(self, core: TreeState, page_size: int) -> None:
+    def __init__(self, core: PartHost, page_size: int) -> None:
         self.core = core
         self.grid = mamba_checkpoint_grid(page_size)
         self.locks: dict[int, Lease[Mamba, Held]] = {}
@@ -244,14 +242,12 @@ class MambaPart(ComponentPart):
 
     # ==== locks ====
 
-    def lock(self, node: Node, receipt: TreeReceipt, key: int) -> Lease[Mamba, Held]:
+    def lock(self, node: Node, receipt: TreeReceipt, key: int) -> None:
         """A device lock's Mamba lease: its anchor's state (none at the root), filed under `key`."""
         pins = () if node.parent is None else (self.store.pin_set(node),)
         if pins and not pins[0] and node.id in self._dev:
             self.protected += 1
-        lease = self.core.ledger.acquire(Mamba, owner=receipt, pins=pins)
-        self.locks[key] = lease
-        return lease
+        self.locks[key] = self.core.ledger.acquire(Mamba, owner=receipt, pins=pins)
 
     def holds_lock(self, key: int) -> bool:
         return key in self.locks

@@ -14,7 +14,7 @@ lists and leases to itself; the core reads them through these methods.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Protocol
 
 import torch
 from sglang.srt.mem_cache.base_prefix_cache import InsertParams, InsertResult, MatchResult
@@ -25,12 +25,43 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     EvictDeviceNextNodeResult,
 )
 
+from leases import LeaseLedger
 from unicache.integrations.sglang.treecore.receipts import LoadBackPin, TreeReceipt
 from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree
 
 if TYPE_CHECKING:
     from sglang.srt.managers.schedule_batch import Req
+
+
+class PartHost(Protocol):
+    """What a part reads of the core it belongs to (`state.TreeState` is one): Full's view of a node, the
+    clock, the ledger, and the whole-node moves only the core makes."""
+
+    ledger: LeaseLedger
+    enable_hicache: bool
+    is_write_back: bool
+
+    @property
+    def root(self) -> Node: ...
+
+    def tick(self) -> int: ...
+
+    def live_node(self, node_id: int) -> Optional[Node]: ...
+
+    def full_on_device(self, node: Node) -> bool: ...
+
+    def full_on_host(self, node: Node) -> bool: ...
+
+    def load_back_pending(self, node: Node) -> bool: ...
+
+    def is_evictable_device_leaf(self, node: Node) -> bool: ...
+
+    def is_evictable_host_leaf(self, node: Node) -> bool: ...
+
+    def evict_host_leaf(self, node: Node, result: BaseEvictionResult) -> int: ...
+
+    def refile(self, node: Node) -> None: ...
 
 
 class ComponentPart(abc.ABC):
@@ -89,7 +120,7 @@ class ComponentPart(abc.ABC):
     # ---- locks ----
 
     @abc.abstractmethod
-    def lock(self, node: Node, receipt: TreeReceipt, key: int) -> object:
+    def lock(self, node: Node, receipt: TreeReceipt, key: int) -> None:
         """A device lock's lease of this component, filed under `key` (the receipt's `lease_id`)."""
 
     @abc.abstractmethod
