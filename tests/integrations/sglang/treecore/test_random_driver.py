@@ -62,8 +62,8 @@ def _conserved(setup: CacheSetup, core: UnicacheTreeCore) -> None:
     mamba_alloc = setup.mamba_allocator
     if mamba_alloc is not None:
         assert core.mamba is not None
-        assert mamba_alloc.available_size() + core.mamba.total == MAMBA_SLOTS, (mamba_alloc.available_size(),
-                                                                                core.mamba.total)
+        assert mamba_alloc.available_size() + core.mamba.total == mamba_alloc.size, (mamba_alloc.available_size(),
+                                                                                     core.mamba.total)
 
 
 def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[int]], i: int) -> None:
@@ -115,10 +115,10 @@ def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[in
     seqs.append(tokens)
 
 
-def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False) -> Run:
+def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False, mamba_slots: int = MAMBA_SLOTS) -> Run:
     rng = random.Random(seed)
     setup = build_cache(backend=backend, mamba=mamba, device_tokens=DEVICE, policy=policy, max_context_len=64,
-                        host_ratio=2.0, mamba_slots=MAMBA_SLOTS)
+                        host_ratio=2.0, mamba_slots=mamba_slots)
     cache = setup.cache
     cache.load_back_threshold = 1  # every host hit loads back (SGLang's default is 10 tokens)
     run = Run()
@@ -181,13 +181,14 @@ def test_random_driver_checks_every_step_and_matches_python(seed: int, policy: s
     assert ours.outcomes == stock.outcomes
 
 
+@pytest.mark.parametrize("slots", [3, MAMBA_SLOTS])
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
-def test_random_driver_with_mamba_checks_every_step_and_matches_python(policy: str) -> None:
-    """FULL+MAMBA with 8 Mamba slots (the Mamba pool runs out too), seeds 0-3; some seed loads back."""
+def test_random_driver_with_mamba_checks_every_step_and_matches_python(policy: str, slots: int) -> None:
+    """FULL+MAMBA with 3 or 8 Mamba slots (the Mamba pool runs out too), seeds 0-3; some seed loads back."""
     loaded_any = False
     for seed in range(4):
-        ours = drive("unicache", seed, policy, check=True, mamba=True)
-        stock = drive("python", seed, policy, check=False, mamba=True)
+        ours = drive("unicache", seed, policy, check=True, mamba=True, mamba_slots=slots)
+        stock = drive("python", seed, policy, check=False, mamba=True, mamba_slots=slots)
         assert ours.outcomes == stock.outcomes, seed
         loaded_any |= any(kind == "request" and loaded for kind, _, _, loaded in ours.outcomes)
     assert loaded_any, "no load-back exercised"
