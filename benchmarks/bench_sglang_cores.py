@@ -5,8 +5,8 @@ Run (in the SGLang venv): `make bench-sglang`, or
 [--clock wall|cpu] [--harness PATH/sglang_harness.py] [--json PATH]`.
 
 Part 1, throughput: each round runs the cores back to back (order
-rotated per round) on the same requests: "python", "leases", "rust" and,
-on FULL (the configuration it covers so far), "unicache"; requests/s are
+rotated per round) on the same requests: "python", "leases", "rust" and
+"unicache" (FULL and FULL+MAMBA); requests/s are
 medians over the rounds, and the ratios of "leases" and "unicache" to
 "python" and "rust" are printed, both as
 the ratio of the medians and as the median of the per-round ratios (each
@@ -98,7 +98,7 @@ def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str
     rows: list[dict[str, Any]] = []
     for label in configs:
         mamba = label == "FULL+MAMBA"
-        cores = CORES if not mamba else tuple(c for c in CORES if c != "unicache")
+        cores = CORES
         rps: dict[str, list[float]] = {c: [] for c in cores}
         digests: dict[str, int] = {}
         for r in range(rounds):

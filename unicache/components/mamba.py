@@ -5,8 +5,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
+from typing import TypeVar
+
 from leases import PinSet
 
+from unicache.components.handed import HandedValues
 from unicache.components.store import ComponentStore, LoadPlan
 from unicache.markers import MAMBA, Mamba
 from unicache.pools.allocator import SlotAllocator
@@ -16,6 +19,8 @@ from unicache.tree.node import Node
 NONE = -1
 """The column entry of a node without a state on that tier."""
 
+M = TypeVar("M", bound="MambaStore")
+
 
 class MambaStore(ComponentStore):
     """Recurrent state: one slot per node and tier, the state after the node's last token.
@@ -23,9 +28,13 @@ class MambaStore(ComponentStore):
     Columns indexed by `Node.slot`: `dev` and `host_col` are compact
     `array("i")` with `NONE` (-1) for no state; `pin_sets` maps a slot to
     its pin set (sparse, as for the paged components).
+
+    Engine-owned mode (`engine_owned`): the columns hold the engine's state
+    slot indices, handed in by the caller; dropping a state appends it to
+    `handed` instead of freeing it (see `unicache.components.handed`).
     """
 
-    __slots__ = ("dev", "host_col", "pin_sets")
+    __slots__ = ("dev", "host_col", "pin_sets", "handed")
     marker = Mamba
     index = MAMBA
     unit = "state"
@@ -33,12 +42,26 @@ class MambaStore(ComponentStore):
     dev: array[int]
     host_col: array[int]
     pin_sets: dict[int, PinSet[Mamba, Node]]
+    handed: HandedValues | None
+    """The outbox of the engine-owned mode; None when the store's allocators own the slots."""
 
     def __init__(self, device: SlotAllocator, host: SlotAllocator) -> None:
         self.dev = array("i", (NONE,))
         self.host_col = array("i", (NONE,))
         self.pin_sets = {}
+        self.handed = None
         super().__init__(device, host)
+
+    @classmethod
+    def engine_owned(cls: type[M], host_marker: type) -> M:
+        """A store in engine-owned mode: state indices handed in and back, none allocated.
+
+        Its allocators have capacity 0; `host_marker` types its host pin sets.
+        """
+        store = cls(SlotAllocator("Mamba device (engine-owned)", 0),
+                    SlotAllocator("Mamba host (engine-owned)", 0, compact=True))
+        store.handed = HandedValues("Mamba", host_marker)
+        return store
 
     def on_device(self, node: Node) -> bool:
         return self.dev[node.slot] >= 0
@@ -183,7 +206,11 @@ class MambaStore(ComponentStore):
         slot = node.slot
         s = self.dev[slot]
         assert s >= 0, node.id
-        self.device.free([s])
+        handed = self.handed
+        if handed is None:
+            self.device.free([s])
+        else:
+            handed.hand_device(node, [s], self.pin_sets.get(slot))
         self.dev[slot] = NONE
         return 1
 
@@ -191,7 +218,12 @@ class MambaStore(ComponentStore):
         slot = node.slot
         s = self.host_col[slot]
         assert s >= 0, node.id
-        self.host.free([s])
+        handed = self.handed
+        if handed is None:
+            self.host.free([s])
+        else:
+            handed.check_host(node)
+            handed.host.append(array("i", (s,)))
         self.host_col[slot] = NONE
         return 1
 
@@ -209,11 +241,15 @@ class MambaStore(ComponentStore):
         self.dev[slot] = NONE
         self.host_col[slot] = NONE
         self.pin_sets.pop(slot, None)
+        if self.handed is not None:
+            self.handed.clear(slot)
 
     def truncate(self) -> None:
         del self.dev[1:]
         del self.host_col[1:]
         self.pin_sets.clear()
+        if self.handed is not None:
+            self.handed.truncate()
 
     def split(self, upper: Node, lower: Node, pages: int) -> None:
         """The state stays with `lower` (the state after the original node's end)."""

@@ -49,8 +49,10 @@ UNICACHE_SCRIPT = textwrap.dedent(
     from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
     setup = build_cache(backend=None, mamba=False, device_tokens=64, max_context_len=32)
     assert type(setup.cache.tree_core) is UnicacheTreeCore, type(setup.cache.tree_core)
+    hybrid = build_cache(backend=None, mamba=True, device_tokens=64, max_context_len=32)
+    assert type(hybrid.cache.tree_core) is UnicacheTreeCore, type(hybrid.cache.tree_core)
     try:
-        build_cache(backend=None, mamba=True, device_tokens=64, max_context_len=32)
+        build_cache(backend=None, mamba=False, swa_window=8, device_tokens=64, max_context_len=32)
     except ValueError as e:
         print("REFUSED", e)
     print("OK", type(setup.cache.tree_core).__name__)
@@ -66,4 +68,4 @@ def test_entry_point_registers_and_env_var_selects_the_unicache_core() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == "OK UnicacheTreeCore"
-    assert lines[-2].startswith("REFUSED tree core 'unicache' does not support components FULL+MAMBA")
+    assert lines[-2].startswith("REFUSED tree core 'unicache' does not support components FULL+SWA")

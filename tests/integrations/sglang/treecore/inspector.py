@@ -25,6 +25,7 @@ from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
 from unicache.integrations.sglang.treecore.values import host_tensor
 
 _FULL = ComponentType.FULL
+_MAMBA = ComponentType.MAMBA
 
 
 def _derived(what: str) -> NotImplementedError:
@@ -62,14 +63,23 @@ class InspectedUnicacheTreeCore(UnicacheTreeCore, UnifiedTreeCoreInspectionInter
         return False
 
     def get_component_host_value(self, node_id: NodeId, component_type: ComponentType) -> Optional[torch.Tensor]:
-        vals = self.host_values(self.node(node_id))
+        node = self.node(node_id)
+        if component_type == _MAMBA and self.mamba is not None:
+            return self.mamba.host_state(node)
+        vals = self.host_values(node)
         return None if vals is None or component_type != _FULL else host_tensor(vals)
 
     def get_component_device_lock_ref(self, node_id: NodeId, component_type: ComponentType) -> int:
-        return self.device_lock_count(self.node(node_id)) if component_type == _FULL else 0
+        node = self.node(node_id)
+        if component_type == _MAMBA and self.mamba is not None:
+            return self.mamba.device_lock_count(node)
+        return self.device_lock_count(node) if component_type == _FULL else 0
 
     def get_component_host_lock_ref(self, node_id: NodeId, component_type: ComponentType) -> int:
-        return self.host_lock_count(self.node(node_id)) if component_type == _FULL else 0
+        node = self.node(node_id)
+        if component_type == _MAMBA and self.mamba is not None:
+            return self.mamba.host_lock_count(node)
+        return self.host_lock_count(node) if component_type == _FULL else 0
 
     def get_node_hit_count(self, node_id: NodeId) -> int:
         return self.node(node_id).hits

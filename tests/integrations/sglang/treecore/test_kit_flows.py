@@ -16,7 +16,7 @@ import pytest
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
-from sglang.test.kits.unified_radix_cache.config import CONFIGS, CacheConfig
+from sglang.test.kits.unified_radix_cache.config import CONFIGS, CacheConfig, supports_hicache
 from sglang.test.kits.unified_radix_cache.fixtures import build_fixture, match_prefix
 from sglang.test.kits.unified_radix_cache.load_back import UnifiedRadixCacheLoadBackFixtures
 from sglang.test.kits.unified_radix_cache.unified_tree_core_inspection_interface import (
@@ -27,6 +27,8 @@ from tests.integrations.sglang.test_kit_flows import _Flow, outcomes_by_backend
 from tests.integrations.sglang.treecore.inspector import InspectedUnicacheTreeCore
 
 FULL_CFGS = [c for c in CONFIGS if c.components == (ComponentType.FULL,) and c.page_size <= 64]
+MAMBA_CFGS = [c for c in CONFIGS if c.components == (ComponentType.FULL, ComponentType.MAMBA)
+              and c.page_size <= 64 and supports_hicache(c)]
 
 
 def _core(cache: UnifiedRadixCache) -> UnifiedTreeCoreInspectionInterface:
@@ -45,9 +47,10 @@ def test_backup_evict_load_back_same_as_python(cfg: CacheConfig, policy: str) ->
     assert py["device_after_load"] == py["device_before_evict"]
 
 
-def _tree(cache: UnifiedRadixCache) -> list[tuple[tuple[int, ...], bool, bool, int, int]]:
-    """Every node as (its path's tokens, on device, on host, device locks, host locks), sorted."""
+def _tree(cache: UnifiedRadixCache) -> list[tuple[tuple[int, ...], tuple[tuple[bool, bool, int, int], ...]]]:
+    """Every node as (its path's tokens, per component: on device, on host, device locks, host locks), sorted."""
     core = _core(cache)
+    comps = cache.tree_components
     root = cache.root_node_handle()
     out = []
     stack: list[tuple[int, tuple[int, ...]]] = [(root, ())]
@@ -55,12 +58,18 @@ def _tree(cache: UnifiedRadixCache) -> list[tuple[tuple[int, ...], bool, bool, i
         nid, prefix = stack.pop()
         for child in core.get_child_node_ids(nid):
             path = prefix + tuple(core.get_node_token_ids(child))
-            out.append((path, core.get_component_device_value(child, ComponentType.FULL) is not None,
-                        core.get_component_host_value(child, ComponentType.FULL) is not None,
-                        core.get_component_device_lock_ref(child, ComponentType.FULL),
-                        core.get_component_host_lock_ref(child, ComponentType.FULL)))
+            out.append((path, tuple((core.get_component_device_value(child, ct) is not None,
+                                     core.get_component_host_value(child, ct) is not None,
+                                     core.get_component_device_lock_ref(child, ct),
+                                     core.get_component_host_lock_ref(child, ct)) for ct in comps)))
             stack.append((child, path))
     return sorted(out)
+
+
+def _sizes(cache: UnifiedRadixCache) -> list[tuple[int, int]]:
+    """(evictable, protected) of every component."""
+    core = cache.tree_core
+    return [(core.component_evictable_size(ct), core.component_protected_size(ct)) for ct in cache.tree_components]
 
 
 class _LockEvictFlow(UnifiedRadixCacheLoadBackFixtures, unittest.TestCase):
@@ -79,23 +88,26 @@ class _LockEvictFlow(UnifiedRadixCacheLoadBackFixtures, unittest.TestCase):
         seqs += [seqs[0][:ps] + self._make_seq(50000 + 1000 * i, 1) for i in range(3)]
         for s in seqs:
             self._insert(cache, allocator, r2t, s)
-        snaps: list[Any] = [_tree(cache), cache.evictable_size(), cache.protected_size()]
+        snaps: list[Any] = [_tree(cache), _sizes(cache)]
         m = match_prefix(cache, seqs[4])
         lock = cache.inc_lock_ref(m.last_device_node)
-        snaps += [_tree(cache), cache.evictable_size(), cache.protected_size(), m.device_prefix_len]
+        snaps += [_tree(cache), _sizes(cache), m.device_prefix_len]
         self._backup_tree(cache)
         for n in (ps, 3 * ps, self.cfg.kv_size):
-            cache.evict_for_alloc(EvictParams(num_tokens=n))
-            snaps += [_tree(cache), cache.evictable_size(), cache.protected_size()]
+            cache.evict_for_alloc(EvictParams(num_tokens=n, mamba_num=2 if self.cfg.has_mamba else 0))
+            snaps += [_tree(cache), _sizes(cache)]
             cache.sanity_check()
         hosted = match_prefix(cache, seqs[1])
         snaps += [hosted.device_prefix_len, hosted.host_hit_length]
         cache.evict_host(2 * ps)
         snaps += [_tree(cache)]
         cache.dec_lock_ref(m.last_device_node, lock.to_dec_params())
-        cache.evict_for_alloc(EvictParams(num_tokens=self.cfg.kv_size))
+        cache.evict_for_alloc(EvictParams(num_tokens=self.cfg.kv_size,
+                                          mamba_num=self.cfg.mamba_cache_size if self.cfg.has_mamba else 0))
         cache.evict_host(self.cfg.kv_size)
-        snaps += [_tree(cache), cache.evictable_size(), cache.protected_size()]
+        if self.cfg.has_mamba:
+            cache.evict_host(self.cfg.mamba_cache_size, ComponentType.MAMBA)
+        snaps += [_tree(cache), _sizes(cache)]
         cache.sanity_check()
         core = cache.tree_core
         if isinstance(core, InspectedUnicacheTreeCore):
@@ -106,5 +118,22 @@ class _LockEvictFlow(UnifiedRadixCacheLoadBackFixtures, unittest.TestCase):
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
 @pytest.mark.parametrize("cfg", FULL_CFGS, ids=[c.label for c in FULL_CFGS])
 def test_lock_and_evict_same_as_python(cfg: CacheConfig, policy: str) -> None:
+    outcomes = outcomes_by_backend(_LockEvictFlow, cfg, policy, ("python", "unicache"))
+    assert outcomes["unicache"] == outcomes["python"]
+
+
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+@pytest.mark.parametrize("cfg", MAMBA_CFGS, ids=[c.label for c in MAMBA_CFGS])
+def test_mamba_backup_evict_load_back_same_as_python(cfg: CacheConfig, policy: str) -> None:
+    outcomes = outcomes_by_backend(_Flow, cfg, policy, ("python", "unicache"))
+    assert outcomes["unicache"] == outcomes["python"]
+    py = outcomes["python"]
+    assert py["started"] and py["device_after_evict"] < py["device_before_evict"]
+    assert py["device_after_load"] == py["device_before_evict"] and py["mamba_equal"]
+
+
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+@pytest.mark.parametrize("cfg", MAMBA_CFGS, ids=[c.label for c in MAMBA_CFGS])
+def test_mamba_lock_and_evict_same_as_python(cfg: CacheConfig, policy: str) -> None:
     outcomes = outcomes_by_backend(_LockEvictFlow, cfg, policy, ("python", "unicache"))
     assert outcomes["unicache"] == outcomes["python"]

@@ -34,6 +34,7 @@ from unicache.integrations.sglang.treecore.errors import SpentReceiptError
 from unicache.integrations.sglang.workload import CacheSetup, build_cache, request_stand_in
 
 DEVICE = 128
+MAMBA_SLOTS = 8
 STEPS = 160
 
 
@@ -58,6 +59,11 @@ def _conserved(setup: CacheSetup, core: UnicacheTreeCore) -> None:
     tree_host = sum(len(h) for x in core.nodes() if x.parent is not None
                     for h in [core.host_values(x)] if h is not None)
     assert free + tree_host == size, (free, tree_host, size)
+    mamba_alloc = setup.mamba_allocator
+    if mamba_alloc is not None:
+        assert core.mamba is not None
+        assert mamba_alloc.available_size() + core.mamba.total == mamba_alloc.size, (mamba_alloc.available_size(),
+                                                                                     core.mamba.total)
 
 
 def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[int]], i: int) -> None:
@@ -67,11 +73,12 @@ def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[in
     key = RadixKey(array("q", tokens))
     m = cache.match_prefix(MatchPrefixParams(key=key))
     node, dev_len, loaded = m.last_device_node, int(m.device_prefix_len), 0
-    if m.host_hit_length > 0 or cache.tree_core.is_full_device_evicted(m.best_match_node):
+    if (m.host_hit_length > 0 or m.mamba_host_hit_length > 0
+            or cache.tree_core.is_full_device_evicted(m.best_match_node)):
         before = len(cache.ongoing_load_back)
         out = cache.init_load_back(InitLoadBackParams(
             best_match_node=m.best_match_node, host_hit_length=int(m.host_hit_length),
-            req=request_stand_in(i, node, 0, 0)))
+            req=request_stand_in(i, node, 0, m.mamba_host_hit_length)))
         if len(cache.ongoing_load_back) > before and out is not None:
             loaded, node = out
             dev_len += loaded
@@ -88,16 +95,30 @@ def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[in
         run.outcomes.append(("no room", need, 0, 0))
         cache.dec_lock_ref(node, lock.to_dec_params())
         return
+    slot = None
+    mamba_alloc = setup.mamba_allocator
+    if mamba_alloc is not None:
+        slot = mamba_alloc.alloc(1)
+        if slot is None:
+            cache.evict_for_alloc(EvictParams(num_tokens=0, mamba_num=1))
+            slot = mamba_alloc.alloc(1)
+        if slot is None:
+            run.outcomes.append(("no state", 0, 0, 0))
+            setup.allocator.free(new)
+            cache.dec_lock_ref(node, lock.to_dec_params())
+            return
     prefix = cache.path_device_indices(node) if dev_len > 0 else torch.empty(0, dtype=torch.int64)
-    cache.insert(InsertParams(key=key, value=torch.cat((prefix, new)), prev_prefix_len=dev_len))
+    ins = cache.insert(InsertParams(key=key, value=torch.cat((prefix, new)), mamba_value=slot, prev_prefix_len=dev_len))
+    if mamba_alloc is not None and slot is not None and ins.mamba_exist:
+        mamba_alloc.free(slot)
     run.locks.append((node, lock.to_dec_params()))
     seqs.append(tokens)
 
 
-def drive(backend: str, seed: int, policy: str, check: bool) -> Run:
+def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False, mamba_slots: int = MAMBA_SLOTS) -> Run:
     rng = random.Random(seed)
-    setup = build_cache(backend=backend, mamba=False, device_tokens=DEVICE, policy=policy, max_context_len=64,
-                        host_ratio=2.0)
+    setup = build_cache(backend=backend, mamba=mamba, device_tokens=DEVICE, policy=policy, max_context_len=64,
+                        host_ratio=2.0, mamba_slots=mamba_slots)
     cache = setup.cache
     cache.load_back_threshold = 1  # every host hit loads back (SGLang's default is 10 tokens)
     run = Run()
@@ -127,6 +148,8 @@ def drive(backend: str, seed: int, policy: str, check: bool) -> Run:
             run.locks = []
             cache.reset()
             setup.allocator.clear()  # as SGLang's flush_cache does after the cache's reset
+            if setup.mamba_allocator is not None:
+                setup.mamba_allocator.clear()
             seqs = []
         if check:
             assert isinstance(core, UnicacheTreeCore)
@@ -144,7 +167,7 @@ def drive(backend: str, seed: int, policy: str, check: bool) -> Run:
                 core.dec_lock_ref(node, params)
         cache.sanity_check()
         assert core.ledger.live_count == 0 and core.ledger.leaked == 0
-        assert core.protected_size() == 0
+        assert core.protected_size() == 0 and core.mamba_protected_size() == 0
     setup.cache.release_host_resources()
     return run
 
@@ -156,3 +179,16 @@ def test_random_driver_checks_every_step_and_matches_python(seed: int, policy: s
     stock = drive("python", seed, policy, check=False)
     assert any(kind == "request" and loaded for kind, _, _, loaded in ours.outcomes), "no load-back exercised"
     assert ours.outcomes == stock.outcomes
+
+
+@pytest.mark.parametrize("slots", [3, MAMBA_SLOTS])
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+def test_random_driver_with_mamba_checks_every_step_and_matches_python(policy: str, slots: int) -> None:
+    """FULL+MAMBA with 3 or 8 Mamba slots (the Mamba pool runs out too), seeds 0-3; some seed loads back."""
+    loaded_any = False
+    for seed in range(4):
+        ours = drive("unicache", seed, policy, check=True, mamba=True, mamba_slots=slots)
+        stock = drive("python", seed, policy, check=False, mamba=True, mamba_slots=slots)
+        assert ours.outcomes == stock.outcomes, seed
+        loaded_any |= any(kind == "request" and loaded for kind, _, _, loaded in ours.outcomes)
+    assert loaded_any, "no load-back exercised"

@@ -11,14 +11,17 @@ from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
 from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
 from sglang.srt.mem_cache.unified_radix_cache import COMPONENT_REGISTRY
+from sglang.srt.runtime_context import get_exec
 from sglang.test.kits.unified_radix_cache.config import CONFIGS, CacheConfig
 from sglang.test.kits.unified_radix_cache.fixtures import build_fixture
 
 from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
 from unicache.integrations.sglang.treecore.errors import NamespacedKeyError, RefusedFeatureError
+from unicache.integrations.sglang.treecore.refusals import refusal
 
 FULL = next(c for c in CONFIGS if c.label == "FULL_ps1")
-HYBRID = [c for c in CONFIGS if c.label in ("FULL_MAMBA_ps1", "FULL_SWA_ps1_sw4")]
+MAMBA = next(c for c in CONFIGS if c.label == "FULL_MAMBA_ps1")
+HYBRID = [c for c in CONFIGS if c.label == "FULL_SWA_ps1_sw4"]
 
 
 def _refused(match: str, cfg: CacheConfig = FULL, **kw: object) -> None:
@@ -32,6 +35,18 @@ def _refused(match: str, cfg: CacheConfig = FULL, **kw: object) -> None:
 def test_hybrid_components_are_refused_at_construction(cfg: CacheConfig) -> None:
     names = re.escape("+".join(c.name for c in cfg.components))
     _refused(rf"tree core 'unicache' does not support components {names} ", cfg)
+
+
+def test_full_mamba_is_covered_and_a_mamba_path_cap_refused() -> None:
+    cache, _, _ = build_fixture(MAMBA, tree_core_backend="unicache")
+    core = cache.tree_core
+    assert isinstance(core, UnicacheTreeCore) and core.mamba is not None
+    params = cache.cache_init_params
+    assert refusal(params, {}) is None
+    with get_exec().mamba.override(mamba_max_states_per_path=2):
+        assert refusal(params, {}) == "a Mamba path cap (--mamba-max-states-per-path)"
+        with pytest.raises(ValueError, match=re.escape("a Mamba path cap (--mamba-max-states-per-path); use tree core")):
+            UnicacheTreeCore(params, {})
 
 
 def test_session_cache_custom_components_kv_events_and_policies_are_refused() -> None:

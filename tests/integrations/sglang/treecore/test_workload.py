@@ -46,3 +46,34 @@ def test_unicache_core_matches_python_core(policy: str, fork: float, ack_every: 
     assert uc.per_request == py.per_request
     assert uc.digest == py.digest
     assert (uc.load_backs, uc.load_backs_declined) == (py.load_backs, py.load_backs_declined)
+
+
+@pytest.mark.parametrize("slots", [6, 24])
+@pytest.mark.parametrize("ack_every", [1, 4])
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+def test_unicache_core_matches_python_core_with_mamba(policy: str, ack_every: int, slots: int) -> None:
+    """FULL+MAMBA (page size 1): per-request outcomes, digest and load-back counts equal; sanity every 5.
+
+    With 6 Mamba slots the Mamba pool runs out first: its own eviction walk
+    (tombstones, write-back backup pauses) and its host eviction run; with
+    24, Mamba states go with their Full leaves.
+    """
+    reqs, unique = _workload(24, 0.5)
+    device, ctx = pool_sizes(reqs, unique, floor_requests=2 if ack_every == 1 else 5)
+    runs = {}
+    for backend in ("python", "unicache"):
+        setup = build_cache(backend=backend, mamba=True, device_tokens=device, policy=policy, max_context_len=ctx,
+                            mamba_slots=slots)
+        stock_unchecked = backend == "python" and policy == "write_through" and ack_every > 1
+        runs[backend] = replay(setup, reqs, check_every=0 if stock_unchecked else 5, ack_every=ack_every)
+        core = setup.cache.tree_core
+        if backend == "unicache":
+            assert isinstance(core, UnicacheTreeCore) and core.mamba is not None
+            assert core.ledger.live_count == 0 and core.ledger.acquired == core.ledger.released
+            assert core.ledger.leaked == 0 and not core.load_backs and not core.write_marks
+        setup.cache.release_host_resources()
+    py, uc = runs["python"], runs["unicache"]
+    assert py.load_backs > 0, "the workload must exercise load-back"
+    assert uc.per_request == py.per_request
+    assert uc.digest == py.digest
+    assert (uc.load_backs, uc.load_backs_declined) == (py.load_backs, py.load_backs_declined)

@@ -1,4 +1,4 @@
-"""Tree core ``"unicache"``: unicache's own tree, engine-owned Full store and leases behind SGLang's interface.
+"""Tree core ``"unicache"``: unicache's own tree, engine-owned stores and leases behind SGLang's interface.
 
 `UnicacheTreeCore` (in `core`) implements SGLang 0.5.23's
 `UnifiedTreeCoreInterface` directly (no subclass of SGLang's Python tree
@@ -6,5 +6,8 @@ core). Modules, one concept each: `refusals` (the configurations it does
 not cover, refused at construction), `receipts` (the lock receipt SGLang
 holds and the owners of every other lease), `errors` (typed misuse
 errors), `values` (tensor <-> index-list conversions at the boundary),
-`core` (the interface, with its design essay).
+`core` (the class SGLang sees, with its design essay) and its parts over
+the shared `state`: `locks`, `sizes`, `match`, `inserts` and `walk`,
+`eviction`, `host_eviction`, `backup`, `load_back`, `views`, `sanity`,
+`unsupported`; auxiliary components: `part` (the interface), `mamba`.
 """

@@ -3,7 +3,9 @@
 Every pin of tree core ``"unicache"`` is a lease of its ledger, in a pin set
 of the node it covers: `Full` pin sets for the device tier (the Full store's
 own), `FullHost` pin sets for the host tier (the store's engine-owned
-outbox keeps them). Each lease's owner says who holds it:
+outbox keeps them); with Mamba, `Mamba` and `MambaHost` pin sets of the
+Mamba store likewise. Each lease's owner says who holds it (one owner may
+hold a lease per component: a lock's receipt, a load-back's pin):
 
 * `TreeReceipt`: a device lock (`inc_lock_ref`), a host lock
   (`inc_host_lock_ref`) or a Full pin (`inc_full_pin`). For the first two it
@@ -24,6 +26,7 @@ import dataclasses
 from typing import final
 
 from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams, IncLockRefResult
+from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 
 DEVICE_LOCK = "device lock"
 HOST_LOCK = "host lock"
@@ -33,6 +36,11 @@ FULL_PIN = "Full pin"
 @final
 class FullHost:
     """Lease component of host-tier pins (host locks, write-through marks, load-back pins)."""
+
+
+@final
+class MambaHost:
+    """Lease component of Mamba host-tier pins (host locks and load-backs reading a host state)."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -47,6 +55,8 @@ class TreeReceipt(IncLockRefResult, DecLockRefParams):
     kind: str = DEVICE_LOCK
     issuer: int = 0
     epoch: int = 0
+    acquire_skipped: tuple[ComponentType, ...] = ()
+    """The components the acquire skipped (`skipped_lock_components` may grow after: SGLang's lazy release)."""
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.lease_id}"

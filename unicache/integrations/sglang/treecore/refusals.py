@@ -10,10 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+from sglang.srt.runtime_context import get_exec
 
 if TYPE_CHECKING:
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.unified_cache.components import TreeComponent
+
+COVERED = ((ComponentType.FULL,), (ComponentType.FULL, ComponentType.MAMBA))
+"""The component sets covered, in SGLang's order."""
 
 LEASES_HINT = "; use tree core 'leases' (SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=leases)"
 
@@ -21,9 +25,11 @@ LEASES_HINT = "; use tree core 'leases' (SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=
 def refusal(params: CacheInitParams, components: dict[ComponentType, TreeComponent]) -> str | None:
     """The first configuration of `params` this core does not cover, in words; None when it covers all."""
     comps = tuple(params.tree_components or components)
-    if comps != (ComponentType.FULL,):
+    if comps not in COVERED:
         names = "+".join(c.name for c in comps)
-        return f"components {names} (it covers FULL alone so far)"
+        return f"components {names} (it covers FULL and FULL+MAMBA so far)"
+    if ComponentType.MAMBA in comps and get_exec().mamba.mamba_max_states_per_path >= 0:
+        return "a Mamba path cap (--mamba-max-states-per-path)"
     if params.enable_session_radix_cache:
         return "--enable-session-radix-cache"
     if params.component_registry_override:
