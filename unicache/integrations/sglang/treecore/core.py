@@ -85,6 +85,7 @@ interface methods only those configurations reach raise the same errors.
 from __future__ import annotations
 
 import os
+import time
 from array import array
 from collections import defaultdict, deque
 from collections.abc import Sequence
@@ -134,6 +135,8 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
 from leases import Borrowed, Held, Lease, LeaseLedger, PinSet
 from unicache.components.full import FullStore
 from unicache.components.handed import HandedValues
+from unicache.integrations.sglang.metrics import SGLangMetrics
+from unicache.integrations.sglang.treecore.dump import dump_directory
 from unicache.integrations.sglang.treecore.errors import (
     ForeignReceiptError,
     FullPinMissingError,
@@ -147,6 +150,9 @@ from unicache.integrations.sglang.treecore.errors import (
     UnknownLoadBackError,
     UnknownNodeError,
 )
+from unicache.integrations.sglang.treecore.failures import FailureDumps, dumps_on_failure
+from unicache.integrations.sglang.treecore.livedump import LiveDump
+from unicache.integrations.sglang.treecore.metrics import register_core_metrics
 from unicache.integrations.sglang.treecore.receipts import (
     DEVICE_LOCK,
     FULL_PIN,
@@ -156,6 +162,7 @@ from unicache.integrations.sglang.treecore.receipts import (
     TreeReceipt,
     WriteThroughMark,
 )
+from unicache.integrations.sglang.treecore.record import CoreRecord
 from unicache.integrations.sglang.treecore.refusals import refuse_unsupported
 from unicache.integrations.sglang.treecore.values import host_array, host_tensor, id_list
 from unicache.markers import Full
@@ -214,8 +221,16 @@ class _InsertWalk:
         self.pending: Actions = []
 
 
+@dumps_on_failure
 class UnicacheTreeCore(UnifiedTreeCoreInterface):
-    """Tree core ``"unicache"`` for FULL (see the module docstring)."""
+    """Tree core ``"unicache"`` for FULL (see the module docstring).
+
+    Tools (`dump`, `failures`, `livedump`, `metrics`, `record`): a lease
+    error or failed sanity check writes a dump into the dump directory,
+    SIGUSR1 writes one at the next safe point (`match_prefix`,
+    `evictable_size`), and with ``enable_metrics`` the ledger has a clock and
+    the core's metrics are in SGLang's ``/metrics``.
+    """
 
     supports_rotation_base = False
 
@@ -233,7 +248,9 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         self.write_back_duplicate_reclaim_digest = 0
         self.kv_events = KVCacheEventRecorder(enabled=False, page_size=params.page_size,
                                               lora_names=params.kv_event_lora_names)
-        self.ledger = LeaseLedger("sglang tree core 'unicache'", history=lease_history())
+        self.ledger = LeaseLedger("sglang tree core 'unicache'", history=lease_history(),
+                                  clock=time.monotonic if params.enable_metrics else None)
+        self.record = CoreRecord(self.ledger)
         self._ids = count(1)
         self._clock = 0
         self._load_back_seq = count(1)
@@ -245,6 +262,11 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         self.write_marks: dict[int, Lease[FullHost, Held]] = {}
         self.load_backs: dict[int, deque[Lease[FullHost, Held]]] = {}
         self._build_tree()
+        directory = dump_directory()
+        self.failure_dumps = FailureDumps(self, directory)
+        self.live_dump = LiveDump(self, directory)
+        self._live_request = self.live_dump.request
+        self.metrics: Optional[SGLangMetrics] = register_core_metrics(self) if params.enable_metrics else None
 
     def _build_tree(self) -> None:
         """A fresh tree, store and bookkeeping (construction and `reset`)."""
@@ -322,6 +344,10 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     def _dev_pinned(self, node: Node) -> bool:
         p = self.store.pin_sets.get(node.slot)
         return p is not None and bool(p)
+
+    def between_walks(self) -> bool:
+        """No device eviction walk and no suspended insert in progress: a safe point for a live dump."""
+        return self._walk_quota is None and self._insert is None
 
     def _host_pinned(self, node: Node) -> bool:
         p = self.handed.host_pin_sets.get(node.slot)
@@ -567,8 +593,8 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     ) -> IncLockRefResult:
         node = self.node(node_id)
         skipped = tuple(skip_lock_components)
-        receipt = TreeReceipt(node_id=node.id, skipped_lock_components=skipped, kind=DEVICE_LOCK,
-                              issuer=id(self), epoch=self.ledger.epoch)
+        receipt = TreeReceipt(node_id=node.id, skipped_lock_components=skipped, lease_id=self.ledger.acquired + 1,
+                              kind=DEVICE_LOCK, issuer=id(self), epoch=self.ledger.epoch)
         path = [] if _FULL in skipped else self._path(node)
         lease, delta = self._pin_device(path, receipt)
         receipt.lease_id = lease.id
@@ -607,7 +633,8 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
 
     def inc_host_lock_ref(self, node_id: NodeId) -> IncLockRefResult:
         node = self.node(node_id)
-        receipt = TreeReceipt(node_id=node.id, kind=HOST_LOCK, issuer=id(self), epoch=self.ledger.epoch)
+        receipt = TreeReceipt(node_id=node.id, lease_id=self.ledger.acquired + 1, kind=HOST_LOCK,
+                              issuer=id(self), epoch=self.ledger.epoch)
         locked = node is not self.root and (self.store.host_col[node.slot] is not None or self.is_write_back)
         pins = (self.handed.host_pin_set(node),) if locked else ()
         lease = self.ledger.acquire(FullHost, owner=receipt, pins=pins)
@@ -620,11 +647,15 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     def dec_host_lock_ref(self, node_id: NodeId, params: DecLockRefParams) -> DecLockRefResult:
         receipt = self._receipt(node_id, params, HOST_LOCK)
         self._unpin_host(self.host_locks.pop(receipt.lease_id))
+        if self.record.attempt is not None:
+            pinning = [*self.device_locks, *(lease.id for pins in self.full_pins.values() for lease in pins)]
+            self.record.given_up(node_id, self._protected, self._total, sorted(pinning))
         return DecLockRefResult()
 
     def inc_full_pin(self, node_id: NodeId) -> None:
         node = self.node(node_id)
-        owner = TreeReceipt(node_id=node.id, kind=FULL_PIN, issuer=id(self), epoch=self.ledger.epoch)
+        owner = TreeReceipt(node_id=node.id, lease_id=self.ledger.acquired + 1, kind=FULL_PIN, issuer=id(self),
+                            epoch=self.ledger.epoch)
         lease, _ = self._pin_device(self._path(node), owner)
         owner.lease_id = lease.id
         self.full_pins.setdefault(node.id, []).append(lease)
@@ -641,6 +672,8 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     # ==== sizes ====
 
     def evictable_size(self) -> int:
+        if self._live_request.pending:
+            self.live_dump.poll()
         return self._total - self._protected
 
     def protected_size(self) -> int:
@@ -683,6 +716,8 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
     # ==== match ====
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
+        if self._live_request.pending:
+            self.live_dump.poll()
         tb, n = self._key_bytes(params.key)
         if n == 0:
             return self._empty_match
@@ -905,6 +940,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             raise ValueError(f"component is not enabled: {component_type}")
         self._walk_quota = request_cnt
         self._walk_returned = []
+        self.record.evicting()
 
     def evict_device_next_node(
         self, component_type: ComponentType, tracker: dict[ComponentType, int]
@@ -1145,8 +1181,12 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         nodes = [self.node(nid) for nid in node_ids]
         lease = self.write_marks.get(ack_id)
         if lease is None:
+            self.record.stale_ack(tuple(x.id for x in nodes),
+                                  f"write-through ack {ack_id}: no mark lease (revoked by a reset, or never marked)")
             return
         marked = _holders(lease)
+        self.record.ack("write-through", lease.id, str(lease.owner), lease.generation, tuple(x.id for x in nodes),
+                        f"write-through ack {ack_id}: {len(nodes)} of {len(marked)} marked node(s) backed up")
         if all(x in nodes for x in marked):
             self._unpin_host(self.write_marks.pop(ack_id))
             for x in nodes:
@@ -1182,6 +1222,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             gathered += h
         xfer = PoolTransfer(name=PoolName.KV, host_indices=host_tensor(gathered) if chain else self._empty_host,
                             device_indices=None, nodes_to_load=[x.id for x in chain])
+        self.record.spec_built(node_id, len(gathered), tuple(x.id for x in chain))
         return xfer, {}
 
     def commit_load_back(
@@ -1216,6 +1257,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             off += k
         for x in chain:
             self._maybe_file(x)
+        self.record.committed()
         return []
 
     def finish_load_back(self, anchor_node_id: NodeId) -> None:
@@ -1226,7 +1268,11 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         lease = fifo.popleft()
         if not fifo:
             del self.load_backs[anchor.id]
-        pinned = set(self._unpin_host(lease))
+        lease_id, owner, generation = lease.id, str(lease.owner), lease.generation
+        holders = self._unpin_host(lease)
+        self.record.ack("load-back", lease_id, owner, generation, tuple(x.id for x in holders),
+                        f"{owner} settled: {len(holders)} node(s) on device")
+        pinned = set(holders)
         x: Optional[Node] = anchor
         while x is not None and x is not self.root:
             if not self.is_write_back or x in pinned:
@@ -1334,6 +1380,7 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             while fifo:
                 fifo.popleft().release()
         self.load_backs.clear()
+        self.record.reset()
         self.tree.kill()
         self._build_tree()
 

@@ -16,6 +16,12 @@ outbox keeps them). Each lease's owner says who holds it:
   by SGLang's ack id (`mark_write_through_pending` .. `finish_write_through`).
 * `LoadBackPin`: one in-flight load-back reading host copies, by anchor and
   sequence (`commit_load_back` .. `finish_load_back`, FIFO per anchor).
+
+Each owner has a `kind` (the metrics' ``owner_kind`` label: ``device lock``,
+``host lock``, ``Full pin``, ``write-through``, ``load-back``), and its
+`str()` is fixed when its lease is acquired (a receipt's lease id is known
+before: the ledger issues ids in order), so the flight recorder and a dump
+name it alike.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ class WriteThroughMark:
     """Owner of the lease marking the nodes of one in-flight backup, by SGLang's ack id."""
 
     __slots__ = ("ack_id",)
+    kind = "write-through"
 
     def __init__(self, ack_id: int) -> None:
         self.ack_id = ack_id
@@ -74,6 +81,7 @@ class LoadBackPin:
     """Owner of the lease pinning the host copies one in-flight load-back reads (anchor, sequence)."""
 
     __slots__ = ("anchor", "seq")
+    kind = "load-back"
 
     def __init__(self, anchor: int, seq: int) -> None:
         self.anchor = anchor
