@@ -182,7 +182,9 @@ _TICK: Final = 1 << 20
 _DIGEST_MASK: Final = (1 << 42) - 1
 
 LEASE_HISTORY_ENV: Final = "UNICACHE_SGLANG_LEASE_HISTORY"
-"""Lease events the ledger keeps (its flight recorder, for dumps); 0, the default, keeps none (about 5% faster)."""
+"""Lease events the ledger keeps (its flight recorder, which dumps carry); 0, the default, keeps none (the ring
+costs a record per acquire and release: `benchmarks/bench_treecore_tools.py`). Dumps carry the core's own record
+of its last acks and refused load-backs either way (`record`)."""
 
 Actions = list[CacheAction | ComponentAction]
 C = TypeVar("C")

@@ -1,7 +1,7 @@
 """A dump when a lease error or the sanity check fails inside tree core ``"unicache"``, then the error re-raised.
 
-`dumps_on_failure` wraps the core's lease-taking, lease-releasing and
-residency-changing methods (`GUARDED`) and `sanity_check`: an escaping
+`dumps_on_failure` wraps the core's lease-releasing and value-handing
+methods (`GUARDED`) and `sanity_check`: an escaping
 `TreeCoreError`, `TreeCoreSanityError`, lease-runtime `LeaseError` or
 unicache `CacheError` (the engine-owned store's `PinnedValuesError`) makes
 the core's `FailureDumps` write a dump (`dump.capture_core`) into the dump
@@ -16,8 +16,8 @@ from another guarded one does not dump it twice), at most `MAX_DUMPS` per
 core (a loop of failures does not fill the disk: later errors say so); a
 dump that cannot be written is named in the message instead
 (``[crash dump not written: WHY]``). The wrapper is a frame per call of a
-guarded method (about 0.1 us); Python's ``try`` costs nothing until
-something is raised.
+guarded method (0.2-0.3 us; a few per request: `benchmarks/bench_treecore_tools.py`
+measures it); Python's ``try`` costs nothing until something is raised.
 """
 
 from __future__ import annotations
@@ -52,15 +52,15 @@ MAX_DUMPS: Final = 16
 FAILURES: Final = (TreeCoreError, TreeCoreSanityError, LeaseError, CacheError)
 NOT_FAILURES: Final = (RefusedFeatureError, NamespacedKeyError)
 GUARDED: Final = (
-    "inc_lock_ref", "dec_lock_ref", "dec_swa_lock_only", "inc_host_lock_ref", "dec_host_lock_ref",
-    "inc_full_pin", "dec_full_pin", "match_prefix", "begin_insert", "resume_insert",
-    "evict_device_next_node", "evict_device_leaf", "demote", "drop_subtree_no_host", "drive_host_eviction",
-    "build_backup_spec", "commit_backup", "mark_write_through_pending", "finish_write_through",
-    "build_load_back_spec", "commit_load_back", "finish_load_back", "collect_full_device_indices",
-    "reset", "sanity_check",
+    "dec_lock_ref", "dec_swa_lock_only", "inc_host_lock_ref", "dec_host_lock_ref", "inc_full_pin", "dec_full_pin",
+    "evict_device_leaf", "demote", "drop_subtree_no_host", "drive_host_eviction", "commit_backup",
+    "mark_write_through_pending", "finish_write_through", "commit_load_back", "finish_load_back", "reset",
+    "sanity_check",
 )
-"""The methods a failure of which writes a dump: every one that takes, releases or moves a lease or
-changes where values are, and the sanity check."""
+"""The methods a failure of which writes a dump: every one that releases a lease, takes one other than a
+device lock, or hands values back, and the sanity check. Not guarded, being the hottest calls (several per
+request) whose only errors are a stale node id or a refusal: `inc_lock_ref`, `match_prefix`, the insert
+steps, the eviction walk's candidates, the backup and load-back specs, `collect_full_device_indices`."""
 
 
 class FailureDumps:
