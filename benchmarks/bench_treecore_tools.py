@@ -17,6 +17,11 @@ sequence per request), run back to back each round, order rotated:
 Printed: median requests/s per variant and each one's ratio to
 ``unguarded`` (of the medians, and the median of the per-round ratios).
 The digests of the three must agree (the same work), or the run aborts.
+On a shared machine the rounds scatter by 10-15%, more than the guards
+cost, so it also prints the load-independent estimate: guarded calls per
+request (counted in one more replay) times what a guard adds to a call
+(a no-op `commit_backup`, guarded and not, `timeit`), over the time of a
+request.
 """
 
 from __future__ import annotations
@@ -26,8 +31,12 @@ import logging
 import os
 import statistics
 import time
+import timeit
 import warnings
+from collections import Counter
 from collections.abc import Callable
+
+import torch
 
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
@@ -42,7 +51,13 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (  # 
 import unicache.integrations.sglang  # noqa: E402,F401  (registers "unicache")
 from unicache.integrations.sglang.treecore.core import LEASE_HISTORY_ENV, UnicacheTreeCore  # noqa: E402
 from unicache.integrations.sglang.treecore.failures import GUARDED  # noqa: E402
-from unicache.integrations.sglang.workload import build_cache, gen_workload, pool_sizes, replay  # noqa: E402
+from unicache.integrations.sglang.workload import (  # noqa: E402
+    Request,
+    build_cache,
+    gen_workload,
+    pool_sizes,
+    replay,
+)
 
 UNGUARDED_BACKEND = "unicache-unguarded"
 VARIANTS = ("unguarded", "default", "history")
@@ -101,6 +116,43 @@ def main() -> None:
         paired = statistics.median(a / b for a, b in zip(rps[v], rps["unguarded"]))
         print(f"{v:10s} {med[v]:8.1f} req/s  {med[v] / med['unguarded']:.3f}x (paired {paired:.3f}x)  "
               f"rounds: {' '.join(f'{x:.0f}' for x in rps[v])}")
+    guard_estimate(device, ctx, reqs, 1e6 / med["default"])
+
+
+def guard_estimate(device: int, ctx: int, reqs: list[Request], us_per_request: float) -> None:
+    """Guarded calls per request x a guard's cost per call, as a share of a request's time."""
+    counts: Counter[str] = Counter()
+    originals = {name: getattr(UnicacheTreeCore, name) for name in GUARDED}
+
+    def counting(name: str, fn: Callable[..., object]) -> Callable[..., object]:
+        def counted(self: UnicacheTreeCore, *args: object, **kwargs: object) -> object:
+            counts[name] += 1
+            return fn(self, *args, **kwargs)
+        return counted
+
+    for name, fn in originals.items():
+        setattr(UnicacheTreeCore, name, counting(name, fn))
+    try:
+        setup = build_cache(backend="unicache", mamba=False, device_tokens=device, max_context_len=ctx,
+                            copy_bytes=False)
+        replay(setup, reqs)
+    finally:
+        for name, fn in originals.items():
+            setattr(UnicacheTreeCore, name, fn)
+    core = setup.cache.tree_core
+    assert isinstance(core, UnicacheTreeCore)
+    empty = torch.empty(0, dtype=torch.int64)
+    root = core.root.id
+    guarded = UnicacheTreeCore.commit_backup
+    plain = getattr(guarded, "__wrapped__")
+    n = 100_000
+    g = min(timeit.repeat(lambda: guarded(core, root, empty, {}), number=n, repeat=7)) / n * 1e6
+    p = min(timeit.repeat(lambda: plain(core, root, empty, {}), number=n, repeat=7)) / n * 1e6
+    setup.cache.release_host_resources()
+    calls = sum(counts.values()) / len(reqs)
+    top = ", ".join(f"{k} {v / len(reqs):.2f}" for k, v in counts.most_common(4))
+    print(f"# guards: {calls:.2f} guarded calls per request ({top}, ...) x {g - p:.3f} us a guard = "
+          f"{calls * (g - p):.2f} us per request of {us_per_request:.0f} us: {calls * (g - p) / us_per_request:.2%}")
 
 
 if __name__ == "__main__":
