@@ -432,7 +432,8 @@ def _lease(d: JSONObject) -> RenderableType:
     parts: list[RenderableType] = []
     lease = d.get("lease")
     if isinstance(lease, dict):
-        parts.append(_kv_table(lease, ["id", "component", "owner", "generation", "site", "nodes", "scope", "tickets"]))
+        parts.append(_kv_table(lease, ["id", "component", "tier", "owner", "generation", "site", "nodes", "scope",
+                                       "tickets"]))
     else:
         parts.append(Text("not live (released, revoked or leaked); history only", style="yellow"))
     history = _list(d["history"])
