@@ -1183,12 +1183,10 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         nodes = [self.node(nid) for nid in node_ids]
         lease = self.write_marks.get(ack_id)
         if lease is None:
-            self.record.stale_ack(tuple(x.id for x in nodes),
-                                  f"write-through ack {ack_id}: no mark lease (revoked by a reset, or never marked)")
+            self.record.stale_ack(ack_id, node_ids)
             return
         marked = _holders(lease)
-        self.record.ack("write-through", lease.id, str(lease.owner), lease.generation, tuple(x.id for x in nodes),
-                        f"write-through ack {ack_id}: {len(nodes)} of {len(marked)} marked node(s) backed up")
+        self.record.write_through_ack(ack_id, lease.id, lease.owner, lease.generation, node_ids, len(marked))
         if all(x in nodes for x in marked):
             self._unpin_host(self.write_marks.pop(ack_id))
             for x in nodes:
@@ -1222,9 +1220,10 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
             h = host[x.slot]
             assert h is not None
             gathered += h
+        ids = [x.id for x in chain]
         xfer = PoolTransfer(name=PoolName.KV, host_indices=host_tensor(gathered) if chain else self._empty_host,
-                            device_indices=None, nodes_to_load=[x.id for x in chain])
-        self.record.spec_built(node_id, len(gathered), tuple(x.id for x in chain))
+                            device_indices=None, nodes_to_load=ids)
+        self.record.spec_built(node_id, len(gathered), ids)
         return xfer, {}
 
     def commit_load_back(
@@ -1270,10 +1269,9 @@ class UnicacheTreeCore(UnifiedTreeCoreInterface):
         lease = fifo.popleft()
         if not fifo:
             del self.load_backs[anchor.id]
-        lease_id, owner, generation = lease.id, str(lease.owner), lease.generation
+        lease_id, owner, generation = lease.id, lease.owner, lease.generation
         holders = self._unpin_host(lease)
-        self.record.ack("load-back", lease_id, owner, generation, tuple(x.id for x in holders),
-                        f"{owner} settled: {len(holders)} node(s) on device")
+        self.record.load_back_ack(lease_id, owner, generation, [x.id for x in holders])
         pinned = set(holders)
         x: Optional[Node] = anchor
         while x is not None and x is not self.root:
