@@ -1,7 +1,8 @@
 """A dump when a lease error or the sanity check fails inside tree core ``"unicache"``, then the error re-raised.
 
-`dumps_on_failure` wraps the core's lease-releasing and value-handing
-methods (`GUARDED`) and `sanity_check`: an escaping
+`dumps_on_failure` wraps the core's methods that release a lease, take one
+other than a device lock, or hand values back (`GUARDED`), and
+`sanity_check`: an escaping
 `TreeCoreError`, `TreeCoreSanityError`, lease-runtime `LeaseError` or
 unicache `CacheError` (the engine-owned store's `PinnedValuesError`) makes
 the core's `FailureDumps` write a dump (`dump.capture_core`) into the dump
@@ -10,13 +11,13 @@ in its message (``... [crash dump: PATH]``) and as a note. The refusals of
 configurations the core does not cover (`RefusedFeatureError`,
 `NamespacedKeyError`) are not failures: nothing is dumped for them.
 
-The errors are raised before anything changes, so the dump shows the
-state the failing call met. One dump per error (a method the core calls
+The core's typed errors are raised before anything changes, so the dump
+shows the state the failing call met. One dump per error (a method the core calls
 from another guarded one does not dump it twice), at most `MAX_DUMPS` per
 core (a loop of failures does not fill the disk: later errors say so); a
 dump that cannot be written is named in the message instead
 (``[crash dump not written: WHY]``). The wrapper is a frame per call of a
-guarded method, generated with the method's own parameters (about 0.04 us;
+guarded method, generated with the method's own parameters (0.04-0.15 us;
 7.6 calls a request on the harness workload: `benchmarks/bench_treecore_tools.py`
 measures it); Python's ``try`` costs nothing until something is raised.
 """
