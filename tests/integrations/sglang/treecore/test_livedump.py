@@ -100,3 +100,29 @@ def test_sigusr1_dumps_a_running_sglang_process_and_the_repl_opens_it(
     owners = [x["owner"] for x in pins["components"]["full"]["leases"]]
     assert owners == [ready["lock"]]
     assert [x["owner"] for x in leases["leases"]] == [ready["lock"]]  # the loop's own locks come and go
+
+
+def test_in_process_the_signal_is_served_at_evictable_size_but_not_inside_an_eviction_walk() -> None:
+    """The scheduler's idle loop calls only the sizes: the dump is taken there, once no walk is open."""
+    from sglang.srt.mem_cache.unified_cache.components import ComponentType
+
+    from tests.integrations.sglang.chains import insert_tokens
+    from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
+    from unicache.integrations.sglang.workload import build_cache
+
+    setup = build_cache(backend="unicache", mamba=False, device_tokens=64, max_context_len=64)
+    core = setup.cache.tree_core
+    assert isinstance(core, UnicacheTreeCore) and core.live_dump.dumper is not None
+    insert_tokens(setup, list(range(1, 9)))
+    os.kill(os.getpid(), signal.SIGUSR1)  # Python runs the handler at the next bytecode of this thread
+    assert core.live_dump.request.pending
+    core.evict_device_start(ComponentType.FULL, 1)
+    core.evictable_size()
+    assert core.live_dump.written == [] and core.live_dump.request.pending  # a walk is open: wait
+    core.evict_device_end(ComponentType.FULL)
+    assert core.evictable_size() == 8
+    (path,) = core.live_dump.written
+    assert not core.live_dump.request.pending
+    dump = load_dump(path)
+    assert dump.extra["live_dump"] is True and dump.revalidate() == [] and len(dump.nodes) == 2
+    setup.cache.release_host_resources()
