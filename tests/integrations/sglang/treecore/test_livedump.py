@@ -114,15 +114,20 @@ def test_in_process_the_signal_is_served_at_evictable_size_but_not_inside_an_evi
     core = setup.cache.tree_core
     assert isinstance(core, UnicacheTreeCore) and core.live_dump.dumper is not None
     insert_tokens(setup, list(range(1, 9)))
+    request = core.live_dump.request
+
+    def asked() -> bool:
+        return request.pending
+
     os.kill(os.getpid(), signal.SIGUSR1)  # Python runs the handler at the next bytecode of this thread
-    assert core.live_dump.request.pending
+    assert asked()
     core.evict_device_start(ComponentType.FULL, 1)
     core.evictable_size()
-    assert core.live_dump.written == [] and core.live_dump.request.pending  # a walk is open: wait
+    assert core.live_dump.written == [] and asked()  # a walk is open: wait
     core.evict_device_end(ComponentType.FULL)
     assert core.evictable_size() == 8
     (path,) = core.live_dump.written
-    assert not core.live_dump.request.pending
+    assert not asked()
     dump = load_dump(path)
     assert dump.extra["live_dump"] is True and dump.revalidate() == [] and len(dump.nodes) == 2
     setup.cache.release_host_resources()
