@@ -6,5 +6,9 @@ core). Modules, one concept each: `refusals` (the configurations it does
 not cover, refused at construction), `receipts` (the lock receipt SGLang
 holds and the owners of every other lease), `errors` (typed misuse
 errors), `values` (tensor <-> index-list conversions at the boundary),
-`core` (the interface, with its design essay).
+`core` (the interface, with its design essay); the tools: `record` (the
+last acks and refused load-backs), `state` (what the tools read of the
+core), `dump` (the core as a crash dump the REPL opens), `failures` (a
+dump on a lease error or failed sanity check), `livedump` (a dump on
+SIGUSR1), `metrics` (its metrics in SGLang's ``/metrics``).
 """
