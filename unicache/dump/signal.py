@@ -79,13 +79,17 @@ class SignalDumper:
     """For a long-lived process using our core: `install()` the handler, call `poll()` at a safe point.
 
     `capture` builds the document (default: the crash-dump capture of `cache`
-    with ``live_dump`` in its extra section); dumps go into `directory`. A
-    dump that cannot be written is one line through `say`, and the process
-    carries on.
+    with ``live_dump`` in its extra section; required when `cache` is None, as
+    for SGLang tree core ``"unicache"``, which captures itself); dumps go into
+    `directory`. A dump that cannot be written is one line through `say`, and
+    the process carries on.
     """
 
-    def __init__(self, cache: UniCache, directory: Path, *, capture: Callable[[], JSONObject] | None = None,
+    def __init__(self, cache: UniCache | None, directory: Path, *,
+                 capture: Callable[[], JSONObject] | None = None,
                  say: Callable[[str], None] = _say, sig: signal.Signals = DUMP_SIGNAL) -> None:
+        if cache is None and capture is None:
+            raise TypeError("SignalDumper: give the cache to dump, or a capture function")
         self.cache = cache
         self.directory = Path(directory)
         self.capture = capture if capture is not None else self._capture
@@ -95,7 +99,9 @@ class SignalDumper:
         self._previous: object = None
 
     def _capture(self) -> JSONObject:
-        return capture(self.cache, extra={"live_dump": True})
+        cache = self.cache
+        assert cache is not None
+        return capture(cache, extra={"live_dump": True})
 
     def install(self) -> None:
         """Take over `sig` (main thread only: Python runs signal handlers there)."""

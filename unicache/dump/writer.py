@@ -90,8 +90,8 @@ def describe_error(error: BaseException) -> JSONObject:
     }
 
 
-class _Capture:
-    """Runs each section, keeping what failed."""
+class SectionCapture:
+    """Runs each section of a capture, keeping what failed (the `capture_errors` of the document)."""
 
     def __init__(self) -> None:
         self.errors: list[JSON] = []
@@ -164,7 +164,7 @@ def _tree(cache: UniCache, components: tuple[str, ...], pinned: dict[int, _Pinne
     return {"root": cache.root.id, "nodes": nodes}
 
 
-def _leases(cache: UniCache, pinned: dict[int, _Pinned], capture: _Capture) -> list[JSON]:
+def _leases(cache: UniCache, pinned: dict[int, _Pinned], capture: SectionCapture) -> list[JSON]:
     """Every live lease, plus any lease found in a pin set that the ledger no longer lists."""
     scopes = capture("lease_coverage", cache.lease_coverage) or {}
     live = capture("leases", cache.ledger.live) or []
@@ -281,7 +281,8 @@ def _installed_version() -> str:
         return "unknown"
 
 
-def _producer() -> JSONObject:
+def producer() -> JSONObject:
+    """Who wrote a dump: the unicache version, Python, the command line, the pid."""
     return {
         "unicache": _installed_version(),
         "python": platform.python_version(),
@@ -305,7 +306,7 @@ def capture(
     `events` keeps only the newest so many flight-recorder entries (all by default).
     `sanity=False` skips running the sanity check (the section is then null).
     """
-    cap = _Capture()
+    cap = SectionCapture()
     components = cap("components", lambda: tuple(c.__name__.lower() for c in cache.config.components)) or ("full",)
     pinned: dict[int, _Pinned] = {}
     tree = cap("tree", lambda: _tree(cache, components, pinned))
@@ -316,7 +317,7 @@ def capture(
         "format": FORMAT,
         "version": VERSION,
         "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "producer": _producer(),
+        "producer": producer(),
         "error": None if error is None else describe_error(error),
         "seed": seed,
         "step": step,
@@ -349,7 +350,7 @@ def _lease_ages(cache: UniCache) -> JSONObject | None:
     return {str(lease.id): round(now - lease.acquired_at, 6) for lease in ledger.live()}
 
 
-def _extra(cache: UniCache, extra: Mapping[str, object] | None, cap: _Capture) -> JSONObject:
+def _extra(cache: UniCache, extra: Mapping[str, object] | None, cap: SectionCapture) -> JSONObject:
     """The free-form section: the cache's refusal and skip counts per `op:kind[:component]` under
     `reasons` (version 1 has no field of its own for them), the seconds each live lease has been
     held under `lease_ages` (ledgers with a clock), then the caller's entries."""

@@ -68,6 +68,13 @@ class Output:
                      f"{len(dump.leases)} live leases, {len(dump.tickets)} live tickets")
         for c in dump.capture_errors:
             lines.append(f"not captured: {c.section} ({c.type}: {c.message})")
+        if dump.extra.get("tree_core") == "unicache":
+            lines.append("SGLang tree core 'unicache': node values are SGLang's KV indices (one per token); no tickets "
+                         "or transfer engine: in-flight copies are write-through and load-back leases")
+            refusals = dump.extra.get("load_back_refusals")
+            if isinstance(refusals, list) and refusals and isinstance(refusals[-1], dict):
+                lines.append(f"{len(refusals)} refused load-back(s), the last: {refusals[-1].get('detail')} "
+                             "('events --kind note' lists them)")
         reproduce = dump.extra.get("reproduce")
         if isinstance(reproduce, str):
             lines.append(f"reproduce: {reproduce}")

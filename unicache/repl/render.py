@@ -362,7 +362,8 @@ def _lease_table(leases: list[JSON], title: str = "") -> Table:
     table = _table(("lease", "component", "owner", "gen", "nodes", "ticket", "site"), title, overflow="fold")
     for item in leases:
         x = _obj(item)
-        table.add_row(_t(f"L{x['id']}"), _t(x["component"]), _t(x["owner"]), _t(x["generation"]),
+        comp = f"{x['component']} ({x['tier']})" if isinstance(x.get("tier"), str) else x["component"]
+        table.add_row(_t(f"L{x['id']}"), _t(comp), _t(x["owner"]), _t(x["generation"]),
                       _t(_ids("#", x["nodes"])), _t(_ids("T", x.get("tickets", []))), _t(short_site(x.get("site")), "dim"))
     return table
 
@@ -431,7 +432,8 @@ def _lease(d: JSONObject) -> RenderableType:
     parts: list[RenderableType] = []
     lease = d.get("lease")
     if isinstance(lease, dict):
-        parts.append(_kv_table(lease, ["id", "component", "owner", "generation", "site", "nodes", "scope", "tickets"]))
+        parts.append(_kv_table(lease, ["id", "component", "tier", "owner", "generation", "site", "nodes", "scope",
+                                       "tickets"]))
     else:
         parts.append(Text("not live (released, revoked or leaked); history only", style="yellow"))
     history = _list(d["history"])

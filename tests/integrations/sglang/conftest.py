@@ -7,7 +7,8 @@ copies (`unicache.integrations.sglang.cpu`). The kit's `build_fixture` wants
 a core implementing its inspection interface: `InspectedLeaseTreeCore`
 combines the lease core with SGLang's own Python inspector. Every lease core
 built in a test guards its lock counters (`strict_counters`), so a write
-outside its lock operations fails the test at once.
+outside its lock operations fails the test at once. Tree core "unicache"
+writes its dumps (on a failure, on SIGUSR1) under a temp dir of the test.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def _cpu_server_args(**kwargs: object) -> ServerArgs:
         kwargs["hicache_io_backend"] = "direct"
         kwargs.setdefault("hicache_mem_layout", "page_first_direct")
     return server_args(**kwargs)
+
+
+@pytest.fixture(autouse=True)
+def core_dump_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tree core "unicache" writes its failure and SIGUSR1 dumps under the test's temp dir, never the work tree."""
+    monkeypatch.setenv("UNICACHE_SGLANG_DUMP_DIR", str(tmp_path_factory.mktemp("core-dumps")))
+    yield
 
 
 @pytest.fixture(autouse=True)

@@ -68,9 +68,13 @@ def cmd_tree(s: Session, a: Args) -> JSONObject:
 
 
 def _lease_json(view: CrashDump, lease_id: int) -> JSONObject:
+    """A live lease, its tickets and, in a dump of SGLang tree core "unicache" (`extra.lease_tiers`), the tier it pins."""
     lease = view.leases[lease_id]
     doc = lease.to_json()
     doc["tickets"] = [t.id for t in view.tickets if lease_id in t.leases.values()]
+    tiers = view.extra.get("lease_tiers")
+    if isinstance(tiers, dict) and isinstance(tiers.get(str(lease_id)), str):
+        doc["tier"] = tiers[str(lease_id)]
     return doc
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -115,7 +116,9 @@ def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[in
     seqs.append(tokens)
 
 
-def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False, mamba_slots: int = MAMBA_SLOTS) -> Run:
+def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False, mamba_slots: int = MAMBA_SLOTS,
+          after: Callable[[UnicacheTreeCore], None] | None = None) -> Run:
+    """Run the driver; `after` (with `check`) is called on the core after every operation."""
     rng = random.Random(seed)
     setup = build_cache(backend=backend, mamba=mamba, device_tokens=DEVICE, policy=policy, max_context_len=64,
                         host_ratio=2.0, mamba_slots=mamba_slots)
@@ -156,6 +159,8 @@ def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False
             cache.sanity_check()
             if not cache.ongoing_load_back and not cache.ongoing_write_through:
                 _conserved(setup, core)
+            if after is not None:
+                after(core)
     cache.ready_to_load_host_cache()
     cache.loading_check()
     for node, params in run.locks:

@@ -79,8 +79,10 @@ class Backups(TreeState):
         nodes = [self.node(nid) for nid in node_ids]
         lease = self.write_marks.get(ack_id)
         if lease is None:
+            self.record.stale_ack(ack_id, node_ids)
             return
         marked = lease_holders(lease)
+        self.record.write_through_ack(ack_id, lease.id, lease.owner, lease.generation, node_ids, len(marked))
         if all(x in nodes for x in marked):
             self._unpin_host(self.write_marks.pop(ack_id))
             for x in nodes:

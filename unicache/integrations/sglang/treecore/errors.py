@@ -1,10 +1,22 @@
-"""Typed errors of tree core ``"unicache"``; each names the node, the lock (lease) and the component."""
+"""Typed errors of tree core ``"unicache"``; each names the node, the lock (lease) and the component.
+
+Every instance built is counted by class (`leases.errors.raised_counts`, the
+``unicache_errors`` metric), as unicache's and the lease runtime's errors are.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+from leases.errors import count_raised
 
 
 class TreeCoreError(RuntimeError):
     """Misuse of tree core ``"unicache"`` detected before anything changed."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TreeCoreError:
+        count_raised(cls)
+        return super().__new__(cls, *args)
 
 
 class UnknownNodeError(TreeCoreError, KeyError):
@@ -98,6 +110,10 @@ class RefusedFeatureError(TreeCoreError, ValueError):
 
 class TreeCoreSanityError(AssertionError):
     """`sanity_check` found the tree, the values or the leases out of line; lists every problem."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TreeCoreSanityError:
+        count_raised(cls)
+        return super().__new__(cls, *args)
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems

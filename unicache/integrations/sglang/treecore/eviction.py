@@ -26,6 +26,7 @@ class DeviceEviction(TreeState):
     """The eviction part of `UnicacheTreeCore` (see the module docstring)."""
 
     def evict_device_start(self, component_type: ComponentType, request_cnt: int) -> None:
+        self.record.evicting()
         if component_type != FULL:
             self._part(component_type).evict_start(request_cnt)
             return

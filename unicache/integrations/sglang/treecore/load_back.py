@@ -48,9 +48,11 @@ class LoadBacks(TreeState):
             h = host[x.slot]
             assert h is not None
             gathered += h
+        ids = [x.id for x in chain]
         xfer = PoolTransfer(name=PoolName.KV, host_indices=host_tensor(gathered) if chain else self._empty_host,
-                            device_indices=None, nodes_to_load=[x.id for x in chain])
+                            device_indices=None, nodes_to_load=ids)
         if not self.aux:
+            self.record.spec_built(node_id, len(gathered), ids)
             return xfer, {}
         anchor = self.node(node_id)
         comp_xfers: dict[ComponentType, list[PoolTransfer]] = {}
@@ -58,16 +60,28 @@ class LoadBacks(TreeState):
             t = comp.load_back_transfers(anchor, req)
             if t:
                 comp_xfers[comp.component_type] = t
-        if self.is_write_back and any(self._loading_for_other(nid, anchor.id) for xfers in comp_xfers.values()
-                                      for x in xfers for nid in x.nodes_to_load or ()):
-            return PoolTransfer(name=PoolName.KV, host_indices=self._empty_host, nodes_to_load=[]), {}
+        if self.is_write_back:
+            for xfers in comp_xfers.values():
+                for comp_xfer in xfers:
+                    for nid in comp_xfer.nodes_to_load or ():
+                        other = self._loading_for_other(nid, anchor.id)
+                        if other is not None:
+                            self.record.spec_declined(node_id, len(gathered), ids,
+                                                      f"node #{nid}'s host copy is read by {other} (write-back)")
+                            return PoolTransfer(name=PoolName.KV, host_indices=self._empty_host, nodes_to_load=[]), {}
+        self.record.spec_built(node_id, len(gathered), ids)
         return xfer, comp_xfers
 
-    def _loading_for_other(self, node_id: NodeId, anchor_id: NodeId) -> bool:
-        """Whether a load-back of another anchor holds the node (SGLang declines the spec then)."""
+    def _loading_for_other(self, node_id: NodeId, anchor_id: NodeId) -> Optional[LoadBackPin]:
+        """The load-back of another anchor that holds the node, if any (SGLang declines the spec then)."""
         p = self.handed.host_pins(self.node(node_id))
-        return p is not None and any(isinstance(lease.owner, LoadBackPin) and lease.owner.anchor != anchor_id
-                                     for lease in p)
+        if p is None:
+            return None
+        for lease in p:
+            owner = lease.owner
+            if isinstance(owner, LoadBackPin) and owner.anchor != anchor_id:
+                return owner
+        return None
 
     def commit_load_back(
         self, node_id: NodeId, device_indices: torch.Tensor, kv_xfer: PoolTransfer,
@@ -102,6 +116,7 @@ class LoadBacks(TreeState):
             self._maybe_file(x)
         for comp, xfers in parts:
             comp.commit_load_back(anchor, xfers, pin)
+        self.record.committed()
         return []
 
     def finish_load_back(self, anchor_node_id: NodeId) -> None:
@@ -116,7 +131,10 @@ class LoadBacks(TreeState):
         assert isinstance(owner, LoadBackPin)
         for comp in self.aux:
             comp.finish_load_back(owner)
-        pinned = set(self._unpin_host(lease))
+        lease_id, generation = lease.id, lease.generation
+        holders = self._unpin_host(lease)
+        self.record.load_back_ack(lease_id, owner, generation, [x.id for x in holders])
+        pinned = set(holders)
         x: Optional[Node] = anchor
         while x is not None and x is not self.root:
             if not self.is_write_back or x in pinned:

@@ -26,8 +26,8 @@ class Locks(TreeState):
     ) -> IncLockRefResult:
         node = self.node(node_id)
         skipped = tuple(skip_lock_components)
-        receipt = TreeReceipt(node_id=node.id, skipped_lock_components=skipped, kind=DEVICE_LOCK,
-                              issuer=id(self), epoch=self.ledger.epoch, acquire_skipped=skipped)
+        receipt = TreeReceipt(node_id=node.id, skipped_lock_components=skipped, lease_id=self.ledger.acquired + 1,
+                              kind=DEVICE_LOCK, issuer=id(self), epoch=self.ledger.epoch, acquire_skipped=skipped)
         path = [] if FULL in skipped else self._path(node)
         lease, delta = self._pin_device(path, receipt)
         receipt.lease_id = lease.id
@@ -89,7 +89,8 @@ class Locks(TreeState):
 
     def inc_host_lock_ref(self, node_id: NodeId) -> IncLockRefResult:
         node = self.node(node_id)
-        receipt = TreeReceipt(node_id=node.id, kind=HOST_LOCK, issuer=id(self), epoch=self.ledger.epoch)
+        receipt = TreeReceipt(node_id=node.id, lease_id=self.ledger.acquired + 1, kind=HOST_LOCK,
+                              issuer=id(self), epoch=self.ledger.epoch)
         locked = node is not self.root and (self.store.host_col[node.slot] is not None or self.is_write_back)
         pins = (self.handed.host_pin_set(node),) if locked else ()
         lease = self.ledger.acquire(FullHost, owner=receipt, pins=pins)
@@ -106,11 +107,15 @@ class Locks(TreeState):
         for part in self.aux:
             part.host_unlock(receipt.lease_id)
         self._unpin_host(self.host_locks.pop(receipt.lease_id))
+        if self.record.attempt is not None:
+            pinning = [*self.device_locks, *(lease.id for pins in self.full_pins.values() for lease in pins)]
+            self.record.given_up(node_id, self._protected, self._total, sorted(pinning))
         return DecLockRefResult()
 
     def inc_full_pin(self, node_id: NodeId) -> None:
         node = self.node(node_id)
-        owner = TreeReceipt(node_id=node.id, kind=FULL_PIN, issuer=id(self), epoch=self.ledger.epoch)
+        owner = TreeReceipt(node_id=node.id, lease_id=self.ledger.acquired + 1, kind=FULL_PIN, issuer=id(self),
+                            epoch=self.ledger.epoch)
         lease, _ = self._pin_device(self._path(node), owner)
         owner.lease_id = lease.id
         self.full_pins.setdefault(node.id, []).append(lease)

@@ -19,6 +19,8 @@ class Matching(TreeState):
     """The match part of `UnicacheTreeCore` (see the module docstring)."""
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
+        if self._live_request.pending:
+            self.live_dump.poll()
         tb, n = self._key_bytes(params.key)
         if n == 0:
             return self._empty_match

@@ -18,6 +18,12 @@ hold a lease per component: a lock's receipt, a load-back's pin):
   by SGLang's ack id (`mark_write_through_pending` .. `finish_write_through`).
 * `LoadBackPin`: one in-flight load-back reading host copies, by anchor and
   sequence (`commit_load_back` .. `finish_load_back`, FIFO per anchor).
+
+Each owner has a `kind` (the metrics' ``owner_kind`` label: ``device lock``,
+``host lock``, ``Full pin``, ``write-through``, ``load-back``), and its
+`str()` is fixed when its lease is acquired (a receipt's lease id is known
+before: the ledger issues ids in order), so the flight recorder and a dump
+name it alike.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ class WriteThroughMark:
     """Owner of the lease marking the nodes of one in-flight backup, by SGLang's ack id."""
 
     __slots__ = ("ack_id",)
+    kind = "write-through"
 
     def __init__(self, ack_id: int) -> None:
         self.ack_id = ack_id
@@ -84,6 +91,7 @@ class LoadBackPin:
     """Owner of the lease pinning the host copies one in-flight load-back reads (anchor, sequence)."""
 
     __slots__ = ("anchor", "seq")
+    kind = "load-back"
 
     def __init__(self, anchor: int, seq: int) -> None:
         self.anchor = anchor

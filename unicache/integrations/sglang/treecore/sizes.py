@@ -13,6 +13,8 @@ class Sizes(TreeState):
     """The sizes part of `UnicacheTreeCore` (see the module docstring)."""
 
     def evictable_size(self) -> int:
+        if self._live_request.pending:
+            self.live_dump.poll()
         return self._total - self._protected
 
     def protected_size(self) -> int:

@@ -9,6 +9,7 @@ the split callback, pinning and releasing leases. The design is in `core`.
 from __future__ import annotations
 
 import os
+import time
 from array import array
 from collections import deque
 from itertools import count
@@ -31,6 +32,7 @@ from unicache.integrations.sglang.mamba import LeaseMambaComponent
 from unicache.integrations.sglang.treecore.errors import NamespacedKeyError, UnknownNodeError
 from unicache.integrations.sglang.treecore.mamba import MambaPart
 from unicache.integrations.sglang.treecore.part import ComponentPart
+from unicache.integrations.sglang.treecore.record import CoreRecord
 from unicache.integrations.sglang.treecore.receipts import FullHost, LoadBackPin, TreeReceipt, WriteThroughMark
 from unicache.integrations.sglang.treecore.refusals import refuse_unsupported
 from unicache.integrations.sglang.treecore.values import host_tensor
@@ -42,6 +44,9 @@ from unicache.tree.radix import RadixTree, common_pages
 if TYPE_CHECKING:
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 
+    from unicache.dump.signal import DumpRequest
+    from unicache.integrations.sglang.treecore.livedump import LiveDump
+
 FULL: Final = ComponentType.FULL
 TOKEN_BYTES: Final = 8
 """Bytes a token id takes in the keys (SGLang's token ids are int64)."""
@@ -49,7 +54,9 @@ TICK: Final = 1 << 20
 """Clock units per SGLang time-counter step: a match stamps a path of up to `TICK` nodes below one step."""
 
 LEASE_HISTORY_ENV: Final = "UNICACHE_SGLANG_LEASE_HISTORY"
-"""Lease events the ledger keeps (its flight recorder, for dumps); 0, the default, keeps none (about 5% faster)."""
+"""Lease events the ledger keeps (its flight recorder, which dumps carry); 0, the default, keeps none (the ring
+costs a record per acquire and release: `benchmarks/bench_treecore_tools.py`). Dumps carry the core's own record
+of its last acks and refused load-backs either way (`record`)."""
 
 C = TypeVar("C")
 
@@ -74,6 +81,11 @@ def lease_holders(lease: Borrowed[Lease[C, Held]]) -> list[Node]:
 class TreeState:
     """The shared state of tree core "unicache" (see the module docstring); the parts subclass it."""
 
+    live_dump: LiveDump
+    """The core's SIGUSR1 dump (`livedump`; made by `UnicacheTreeCore` once the parts are built)."""
+    _live_request: DumpRequest
+    """`live_dump`'s request flag, read at the safe points (`match_prefix`, `evictable_size`)."""
+
     def __init__(self, params: CacheInitParams, components: dict[ComponentType, TreeComponent]) -> None:
         refuse_unsupported(params, components)
         self.page_size = params.page_size
@@ -88,7 +100,9 @@ class TreeState:
         self.write_back_duplicate_reclaim_digest = 0
         self.kv_events = KVCacheEventRecorder(enabled=False, page_size=params.page_size,
                                               lora_names=params.kv_event_lora_names)
-        self.ledger = LeaseLedger("sglang tree core 'unicache'", history=lease_history())
+        self.ledger = LeaseLedger("sglang tree core 'unicache'", history=lease_history(),
+                                  clock=time.monotonic if params.enable_metrics else None)
+        self.record = CoreRecord(self.ledger)
         self._ids = count(1)
         self._clock = 0
         self._load_back_seq = count(1)
@@ -139,6 +153,10 @@ class TreeState:
     def tick(self) -> int:
         """One step of SGLang's time counter (the access time of a node the step touched)."""
         return self._tick()
+
+    def between_walks(self) -> bool:
+        """No device eviction walk and no suspended insert in progress: a safe point for a live dump."""
+        return self._walk_quota is None and self._insert is None
 
     def live_node(self, node_id: int) -> Optional[Node]:
         """The live node named `node_id`, or None."""

@@ -54,6 +54,7 @@ class TreeViews(TreeState):
         self.load_backs.clear()
         for comp in self.aux:
             comp.release_all()
+        self.record.reset()
         self.tree.kill()
         self._build_tree()
 
