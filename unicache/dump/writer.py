@@ -110,6 +110,22 @@ def _slots(value: list[int] | int | None) -> JSON:
     return list(value)
 
 
+def node_json(node: Node, components: JSONObject) -> JSONObject:
+    """A tree node's dump record: its place in the tree, key, access stats and `components` (per component)."""
+    parent = node.parent
+    return {
+        "id": node.id,
+        "parent": None if parent is None else parent.id,
+        "start": node.start,
+        "end": node.end,
+        "key": list(node.key),
+        "children": [c.id for c in node.children.values()],
+        "last_access": node.last_access,
+        "hits": node.hits,
+        "components": components,
+    }
+
+
 def _node_json(
     node: Node, stores: tuple[ComponentStore, ...], mamba: MambaStore, pinned: dict[int, _Pinned]
 ) -> JSONObject:
@@ -133,18 +149,7 @@ def _node_json(
                 pinned[lease.id] = entry = _Pinned(lease, [])
             entry.nodes.append(node.id)
         comps[name] = {"device": _slots(dev), "host": _slots(host), "pins": ids}
-    parent = node.parent
-    return {
-        "id": node.id,
-        "parent": None if parent is None else parent.id,
-        "start": node.start,
-        "end": node.end,
-        "key": list(node.key),
-        "children": [c.id for c in node.children.values()],
-        "last_access": node.last_access,
-        "hits": node.hits,
-        "components": comps,
-    }
+    return node_json(node, comps)
 
 
 class _Pinned:

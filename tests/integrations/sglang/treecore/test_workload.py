@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
-from unicache.integrations.sglang.workload import Request, build_cache, gen_workload, pool_sizes, replay
+from unicache.integrations.sglang.workload import ReplayResult, Request, build_cache, gen_workload, pool_sizes, replay
 
 _WORKLOAD: dict[tuple[int, float], tuple[list[Request], int]] = {}
 
@@ -38,14 +38,9 @@ def test_unicache_core_matches_python_core(policy: str, fork: float, ack_every: 
         core = setup.cache.tree_core
         if backend == "unicache":
             assert isinstance(core, UnicacheTreeCore)
-            assert core.ledger.live_count == 0 and core.ledger.acquired == core.ledger.released
-            assert core.ledger.leaked == 0 and not core.load_backs and not core.write_marks
+            _assert_no_lease_left(core)
         setup.cache.release_host_resources()
-    py, uc = runs["python"], runs["unicache"]
-    assert py.load_backs > 0, "the workload must exercise load-back"
-    assert uc.per_request == py.per_request
-    assert uc.digest == py.digest
-    assert (uc.load_backs, uc.load_backs_declined) == (py.load_backs, py.load_backs_declined)
+    _assert_same_work(runs)
 
 
 @pytest.mark.parametrize("slots", [6, 24])
@@ -69,9 +64,19 @@ def test_unicache_core_matches_python_core_with_mamba(policy: str, ack_every: in
         core = setup.cache.tree_core
         if backend == "unicache":
             assert isinstance(core, UnicacheTreeCore) and core.mamba is not None
-            assert core.ledger.live_count == 0 and core.ledger.acquired == core.ledger.released
-            assert core.ledger.leaked == 0 and not core.load_backs and not core.write_marks
+            _assert_no_lease_left(core)
         setup.cache.release_host_resources()
+    _assert_same_work(runs)
+
+
+def _assert_no_lease_left(core: UnicacheTreeCore) -> None:
+    """Every lease the replay took was released, none leaked, no load-back or write-through mark left."""
+    assert core.ledger.live_count == 0 and core.ledger.acquired == core.ledger.released
+    assert core.ledger.leaked == 0 and not core.load_backs and not core.write_marks
+
+
+def _assert_same_work(runs: dict[str, ReplayResult]) -> None:
+    """The two cores' per-request outcomes, digests and load-back counts are equal (and load-backs happened)."""
     py, uc = runs["python"], runs["unicache"]
     assert py.load_backs > 0, "the workload must exercise load-back"
     assert uc.per_request == py.per_request

@@ -48,7 +48,7 @@ from leases import Borrowed, Held, Lease, PinSet
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 
 from unicache.dump.schema import FORMAT, VERSION, JSON, JSONObject
-from unicache.dump.writer import SectionCapture, describe_error, producer, to_json_value
+from unicache.dump.writer import SectionCapture, describe_error, node_json, producer, to_json_value
 from unicache.integrations.sglang.treecore.errors import TreeCoreSanityError, UnknownNodeError
 from unicache.integrations.sglang.treecore.receipts import DEVICE_LOCK, FULL_PIN, FullHost, MambaHost, TreeReceipt
 from unicache.integrations.sglang.treecore.corestate import CoreState
@@ -126,18 +126,7 @@ def _node_json(core: CoreState, node: Node, pinned: dict[int, _Pinned]) -> JSONO
             "device": _state_json(mamba.device_state(node)), "host": _state_json(mamba.host_state(node)),
             "pins": _pins_json(node, (mamba.store.pins(node), mamba.handed.host_pins(node)), pinned),
         }
-    parent = node.parent
-    return {
-        "id": node.id,
-        "parent": None if parent is None else parent.id,
-        "start": node.start,
-        "end": node.end,
-        "key": list(node.key),
-        "children": [c.id for c in node.children.values()],
-        "last_access": node.last_access,
-        "hits": node.hits,
-        "components": components,
-    }
+    return node_json(node, components)
 
 
 def _scope(core: CoreState, lease: Borrowed[Lease[Any, Held]]) -> list[JSON] | None:
