@@ -59,7 +59,9 @@ peer: setup
 	$(PY) benchmarks/peer_sglang.py --harness ../shared/bench/sglang_harness.py
 
 # SGLang integration: its own venv with sglang==0.5.23 (no-deps) and the CPU
-# runtime packages it imports; ~5.5 GB and ~4 min on first use, then cached.
+# runtime packages it imports (the second half of SGL_RUNTIME: what `python -m
+# sglang.launch_server` imports, for tests/integrations/sglang/server); ~5.5 GB and
+# ~4 min on first use, then cached.
 SGL_VENV  := .venv-sglang
 SGL_PY    := $(SGL_VENV)/bin/python
 SGL_STAMP := $(SGL_VENV)/.installed-stamp
@@ -69,7 +71,10 @@ SGL_RUNTIME := triton==3.8.0 msgspec==0.23.0 numpy==2.4.6 orjson==3.13.0 psutil=
 	pydantic==2.14.4 pyzmq==27.3.0 tqdm==4.70.1 ipython==9.18.1 aiohttp==3.14.5 \
 	apache-tvm-ffi==0.1.15.post2 transformers==5.24.0 dill==0.4.1 sentencepiece==0.2.3 \
 	compressed-tensors==0.20.1 gguf==0.19.0 openai==3.57.0 partial-json-parser==0.2.1.1.post7 \
-	datasets==5.2.0
+	datasets==5.2.0 \
+	uvicorn==0.55.0 fastapi==0.165.0 uvloop==0.23.0 httptools==0.9.0 python-multipart==0.0.34 \
+	setproctitle==1.3.8 prometheus-client==0.26.0 opentelemetry-api==1.45.2 interegular==0.3.3 \
+	einops==0.8.2 jsonschema==4.26.0 xgrammar==0.2.7 soundfile==0.13.1
 # Transitive dependencies pinned too (pip freeze of a working venv).
 SGL_PIN := -c sglang-constraints.txt
 

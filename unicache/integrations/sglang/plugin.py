@@ -15,6 +15,10 @@ detokenizer) before any cache is built. Idempotent. Three names:
 * radix cache ``"leases"`` (``--radix-cache-backend leases``): the same core
   inside `LeaseUnifiedRadixCache`, which also keeps several live load-backs
   on one anchor. The recommended setting.
+
+With ``UNICACHE_SGLANG_RESET_REPORT=<path>`` set, `register` also installs
+the reset report (`report`): before each cache reset, whatever the tree
+core, SGLang's sanity check and the leases left, one JSON line to `path`.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from sglang.srt.mem_cache.unified_cache.tree_core_registry import (
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     UnifiedTreeCoreInterface,
 )
+
+from unicache.integrations.sglang.report import install_reset_report
 
 BACKEND_NAME: Final = "leases"
 UNICACHE_BACKEND: Final = "unicache"
@@ -77,7 +83,10 @@ def unicache_radix_cache_factory(ctx: TreeCacheBuildContext) -> BasePrefixCache:
 
 
 def register() -> None:
-    """Register tree cores and radix caches ``"leases"`` and ``"unicache"`` unless already registered."""
+    """Register tree cores and radix caches ``"leases"`` and ``"unicache"`` unless already registered.
+
+    Also the reset report's hook when ``UNICACHE_SGLANG_RESET_REPORT`` is set (`install_reset_report`).
+    """
     if get_tree_core_factory(BACKEND_NAME) is None:
         register_tree_core_backend(BACKEND_NAME, lease_tree_core_factory)
     if get_tree_core_factory(UNICACHE_BACKEND) is None:
@@ -86,3 +95,4 @@ def register() -> None:
         register_radix_cache_backend(BACKEND_NAME, lease_radix_cache_factory)
     if get_radix_cache_factory(UNICACHE_BACKEND) is None:
         register_radix_cache_backend(UNICACHE_BACKEND, unicache_radix_cache_factory)
+    install_reset_report()

@@ -1,0 +1,165 @@
+"""One server launch per tree core, the whole serving scenario, its figures kept for the tests.
+
+Per launch, in order: a prompt, then the same prefix with a new ending (a
+device-tier hit of exactly the shared prefix); prompts enough to overflow
+the device pool, then the first prompt again (a host-tier hit: HiCache loads
+it back); ``/flush_cache`` (the reset report's first line); a window of the
+bundled Mooncake trace sent with several requests in flight; ``/flush_cache``
+again (the second line); SIGTERM. `ServerRuns` launches each core at most
+once per test module and hands every test the same `CoreRun` (or the error
+the launch ended with), so the cross-core comparison reads the same runs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.integrations.sglang.server.client import (
+    NO_HITS,
+    Hits,
+    flush_cache,
+    generate,
+    generate_concurrently,
+)
+from tests.integrations.sglang.server.launch import ServerConfig, SGLangServer
+from tests.integrations.sglang.server.model import BYTE_TOKENS
+from unicache.traces import load_mooncake
+
+PROMPT_TOKENS: Final = 463
+SHARED_PREFIX: Final = 447
+FILLERS: Final = 12
+FILLER_TOKENS: Final = 460
+MAX_TOTAL_TOKENS: Final = 4096
+MAX_NEW_TOKENS: Final = 2
+
+TRACE_START: Final = 5500
+TRACE_COUNT: Final = 120
+TRACE_TOKENS_PER_BLOCK: Final = 8
+IN_FLIGHT: Final = 4
+
+FIGURES: Final = pytest.StashKey[dict[str, list[dict[str, object]]]]()
+"""Where the test module leaves every launch's `CoreRun.figures`, by model, for the terminal summary."""
+
+
+def byte_prompt(seed: int, length: int) -> list[int]:
+    """`length` pseudo-random byte tokens, a pure function of `seed`."""
+    rng = random.Random(seed)
+    return [rng.randrange(BYTE_TOKENS) for _ in range(length)]
+
+
+def shared_prefix_prompts() -> tuple[list[int], list[int]]:
+    """The first prompt and its sibling: the first `SHARED_PREFIX` tokens equal, then they differ."""
+    first = byte_prompt(0, PROMPT_TOKENS)
+    ending = byte_prompt(1, PROMPT_TOKENS - SHARED_PREFIX)
+    ending[0] = (first[SHARED_PREFIX] + 1) % BYTE_TOKENS
+    return first, first[:SHARED_PREFIX] + ending
+
+
+def filler_prompts() -> list[list[int]]:
+    """`FILLERS` unrelated prompts, together larger than the device pool."""
+    return [byte_prompt(100 + i, FILLER_TOKENS) for i in range(FILLERS)]
+
+
+def trace_prompts() -> list[list[int]]:
+    """The Mooncake window as byte tokens: each block id's tokens taken mod 256 (equal ids, equal tokens)."""
+    trace = load_mooncake(tokens_per_block=TRACE_TOKENS_PER_BLOCK, start=TRACE_START, count=TRACE_COUNT)
+    return [[t % BYTE_TOKENS for t in req.tokens] for req in trace.requests]
+
+
+@dataclass(slots=True)
+class CoreRun:
+    """What one launch with one tree core saw."""
+
+    core: str
+    sibling: Hits
+    first_again: Hits
+    trace: list[Hits]
+    reports: list[dict[str, object]]
+    returncode: int
+    processes_left: list[str]
+    log: str
+    ready_s: float
+    served_s: float
+
+    def figures(self) -> dict[str, object]:
+        """The hit figures and timings, for the record (`ServerRuns.summary`)."""
+        return {"core": self.core, "sibling": self.sibling, "first_again": self.first_again,
+                "trace": self.trace_hits, "requests": len(self.trace),
+                "ready_s": round(self.ready_s, 1), "served_s": round(self.served_s, 1)}
+
+    def per_request(self) -> list[tuple[int, int]]:
+        """(device, host) hits of each trace request, in trace order."""
+        return [(h.device, h.host) for h in self.trace]
+
+    @property
+    def trace_hits(self) -> Hits:
+        total = NO_HITS
+        for hits in self.trace:
+            total = total + hits
+        return total
+
+
+def run_core(core: str, model: Path, workdir: Path, *, on_cpu: bool, extra_args: tuple[str, ...] = ()) -> CoreRun:
+    """Launch the server with tree core `core`, run the scenario, stop it; what it saw."""
+    config = ServerConfig(core=core, model=model, workdir=workdir, on_cpu=on_cpu,
+                          max_total_tokens=MAX_TOTAL_TOKENS, extra_args=extra_args)
+    server = SGLangServer(config)
+    first, sibling = shared_prefix_prompts()
+    try:
+        started = time.monotonic()
+        server.start()
+        ready = time.monotonic()
+        url = server.url
+        generate(url, first, max_new_tokens=MAX_NEW_TOKENS, rid="first")
+        sibling_hits = generate(url, sibling, max_new_tokens=MAX_NEW_TOKENS, rid="sibling")
+        for i, prompt in enumerate(filler_prompts()):
+            generate(url, prompt, max_new_tokens=MAX_NEW_TOKENS, rid=f"filler-{i}")
+        first_again = generate(url, first, max_new_tokens=MAX_NEW_TOKENS, rid="first-again")
+        flush_cache(url)
+        trace = generate_concurrently(url, trace_prompts(), in_flight=IN_FLIGHT,
+                                      max_new_tokens=MAX_NEW_TOKENS, prefix="trace")
+        flush_cache(url)
+        served = time.monotonic()
+        returncode = server.stop()
+        left = server.processes_left()
+    finally:
+        server.kill()
+    reports = [json.loads(line) for line in config.report.read_text().splitlines()] if config.report.exists() else []
+    return CoreRun(core=core, sibling=sibling_hits, first_again=first_again, trace=trace, reports=reports,
+                   returncode=returncode, processes_left=left, log=server.log_text(),
+                   ready_s=ready - started, served_s=served - ready)
+
+
+@dataclass(slots=True)
+class ServerRuns:
+    """Each core's `CoreRun`, launched on first request and kept (a failed launch keeps its error)."""
+
+    launch: Callable[[str], CoreRun]
+    done: dict[str, CoreRun | BaseException] = field(default_factory=dict)
+
+    def get(self, core: str) -> CoreRun:
+        if core not in self.done:
+            try:
+                self.done[core] = self.launch(core)
+            except Exception as exc:  # kept and re-raised for every test that asks for this core
+                self.done[core] = exc
+        outcome = self.done[core]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def summary(self) -> list[dict[str, object]]:
+        """`CoreRun.figures` of every core launched so far (failed launches left out)."""
+        return [run.figures() for run in self.done.values() if isinstance(run, CoreRun)]
+
+    def per_request(self) -> dict[str, list[tuple[int, int]]]:
+        """`CoreRun.per_request` of every core launched so far."""
+        return {core: run.per_request() for core, run in self.done.items() if isinstance(run, CoreRun)}
