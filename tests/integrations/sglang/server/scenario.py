@@ -74,6 +74,8 @@ FLUSHES: Final = 2
 EPOCHS: Final[dict[str, dict[str, int]]] = {"unicache": {"sglang tree core 'unicache'": 1 + FLUSHES}}
 """Ledger epochs once served: tree core ``unicache`` advances its epoch at every reset (the cache's
 construction, each flush), so its scrape at that epoch is one taken after the last flush."""
+SGLANG_REQUESTS: Final = "sglang:num_requests_total"
+"""SGLang's own counter of requests served (the tokenizer manager's), next to ours in ``/metrics``."""
 LIVE_DUMP_CORES: Final = ("unicache",)
 """The cores with a live dump on SIGUSR1 (``leases`` has none: docs/sglang.md, "Metrics and live dumps")."""
 REPL_SCRIPT: Final = "stats\nleases\ncheck\ntree --depth 1\n"
@@ -119,6 +121,11 @@ class LiveDumpSeen:
     repl: dict[str, dict[str, object]]
     waited_s: float
 
+    @property
+    def requests(self) -> int:
+        """The requests `take_live_dump` sent: one after the signal, one after the dump when there was one."""
+        return 1 if self.path is None else 2
+
 
 @dataclass(slots=True)
 class CoreRun:
@@ -136,6 +143,7 @@ class CoreRun:
     served_s: float
     metrics: Polled
     live_dump: LiveDumpSeen | None
+    sent: int
 
     def figures(self) -> dict[str, object]:
         """The hit figures and timings, for the record (`ServerRuns.summary`)."""
@@ -183,7 +191,8 @@ def run_core(core: str, model: Path, workdir: Path, *, on_cpu: bool, extra_args:
                                       max_new_tokens=MAX_NEW_TOKENS, prefix="trace")
         flush_cache(url)
         served = time.monotonic()
-        metrics = poll_metrics(url, lambda samples: metrics_at_rest(samples, core))
+        sent = 2 + FILLERS + 1 + len(trace) + (0 if live_dump is None else live_dump.requests)
+        metrics = poll_metrics(url, lambda samples: metrics_at_rest(samples, core, sent))
         (workdir / f"metrics-{core}.txt").write_text(metrics.samples.text)
         returncode = server.stop()
         left = server.processes_left()
@@ -192,14 +201,14 @@ def run_core(core: str, model: Path, workdir: Path, *, on_cpu: bool, extra_args:
     reports = [json.loads(line) for line in config.report.read_text().splitlines()] if config.report.exists() else []
     return CoreRun(core=core, sibling=sibling_hits, first_again=first_again, trace=trace, reports=reports,
                    returncode=returncode, processes_left=left, log=server.log_text(),
-                   ready_s=ready - started, served_s=served - ready, metrics=metrics, live_dump=live_dump)
+                   ready_s=ready - started, served_s=served - ready, metrics=metrics, live_dump=live_dump, sent=sent)
 
 
-def metrics_at_rest(samples: Samples, core: str) -> bool:
-    """Whether a scrape shows SGLang's own families and, for our cores, the lease metrics at rest."""
+def metrics_at_rest(samples: Samples, core: str, sent: int) -> bool:
+    """Whether a scrape shows SGLang's own count of requests at `sent` and, for our cores, the lease metrics at rest."""
     ours = lease_metric_problems(samples, CACHE_TYPES[core], LEDGERS[core], EPOCHS.get(core, {})) \
         if LEDGERS[core] else []
-    return any(f.startswith("sglang:") for f in samples.families) and not ours
+    return samples.total(SGLANG_REQUESTS) == sent and not ours
 
 
 def take_live_dump(server: SGLangServer, prompt: list[int]) -> LiveDumpSeen:

@@ -13,7 +13,8 @@ depend on timing); the reset report (`unicache.integrations.sglang.report`,
 written at each ``/flush_cache``) shows SGLang's sanity check clean with
 nothing locked and no lease left; SIGTERM stops the server with status 0
 and no process left. Every launch has ``--enable-metrics``: after the last
-flush ``/metrics`` shows SGLang's own ``sglang:`` families and, for
+flush ``/metrics`` shows SGLang's own ``sglang:`` families (its request
+count equal to the requests sent) and, for
 ``leases`` and ``unicache``, ours with SGLang's radix-cache labels, every
 lease acquired accounted for (released, revoked or live), none live, hold
 times observed (none for ``rust``). On ``unicache``, SIGUSR1 to the
@@ -52,6 +53,7 @@ from tests.integrations.sglang.server.scenario import (
     FIGURES,
     LEDGERS,
     LIVE_DUMP_CORES,
+    SGLANG_REQUESTS,
     CoreRun,
     ServerRuns,
     run_core,
@@ -172,6 +174,7 @@ def test_our_metrics_are_in_sglangs_metrics_next_to_its_own(runs: dict[str, Serv
     run = runs[model].get(core)
     seen = run.metrics.samples
     assert any(f.startswith("sglang:") for f in seen.families), sorted(seen.families)
+    assert seen.total(SGLANG_REQUESTS) == run.sent, (seen.get(SGLANG_REQUESTS), run.sent)  # every request counted
     ours = {f for f in seen.families if f.startswith("unicache_")}
     if not LEDGERS[core]:
         assert ours == set(), ours
