@@ -85,6 +85,8 @@ def test_the_lease_core_registers_in_sglangs_multiprocess_metrics(tmp_path: Path
     assert live("sglang-tree-core") == live("sglang-tree-locks") == 0
     assert samples[("unicache_leases_acquired_total", core_labels)] == core["acquired"] == core["released"]
     assert samples[("unicache_leases_released_total", core_labels)] == core["released"]
+    for zero in ("revoked", "leaked", "stale_settled"):  # counters never increased are shown, at 0
+        assert samples[(f"unicache_leases_{zero}_total", core_labels)] == 0
     held = sum(v for (name, labels), v in samples.items()
                if name == "unicache_lease_hold_seconds_count" and ("ledger", "sglang-tree-core") in labels)
     assert held == core["released"]

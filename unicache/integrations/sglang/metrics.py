@@ -8,7 +8,8 @@ HTTP server answers ``/metrics`` from a ``multiprocess.MultiProcessCollector``
 over those files (``add_prometheus_middleware``). A custom collector in the
 scheduler process is never read there, so `register_sglang_metrics` mirrors
 our families into prometheus_client objects of the process that owns the
-cache: counters by their increase, gauges as ``mostrecent`` (a labelled
+cache: counters by their increase (a series is made when first seen, so a
+counter still at 0 is shown as 0, not left out), gauges as ``mostrecent`` (a labelled
 series that left the snapshot, say no lock leases of one owner kind, is
 set to 0: a multiprocess file cannot forget it), a histogram as
 ``_bucket`` (with ``le``), ``_sum`` and ``_count`` gauges that PromQL's
@@ -104,9 +105,10 @@ class SGLangMetrics:
             metric = self._counters[fam.name] = Counter(fam.name, fam.help, fam.labelnames, registry=None)
         for values, value in fam.samples:
             key = (fam.name, values)
+            child = metric.labels(*values)
             delta = value - self._last.get(key, 0.0)
             if delta > 0:
-                metric.labels(*values).inc(delta)
+                child.inc(delta)
                 self._last[key] = value
 
     def _gauge(self, name: str, text: str, labelnames: tuple[str, ...]) -> Gauge:

@@ -24,6 +24,7 @@ from typing import IO, Final
 import requests
 
 from unicache.integrations.sglang.report import RESET_REPORT_ENV
+from unicache.integrations.sglang.treecore.dump import DUMP_DIR_ENV
 
 ROOT: Final = Path(__file__).resolve().parents[4]
 SITE: Final = Path(__file__).resolve().parent / "site"
@@ -72,7 +73,7 @@ def group_members(pgid: int) -> list[str]:
 
 @dataclass(slots=True)
 class ServerConfig:
-    """What one launch needs: tree core, model, pool sizes, and where its log and report go.
+    """What one launch needs: tree core, model, pool sizes, metrics, and where its log, report and dumps go.
 
     The host pool is `hicache_ratio` times the device pool (16 x 4,096
     tokens by default: a few MB for the tiny model, allocated in well under
@@ -86,6 +87,7 @@ class ServerConfig:
     max_total_tokens: int = 4096
     hicache_ratio: int = 16
     max_running_requests: int = 8
+    enable_metrics: bool = True
     extra_args: tuple[str, ...] = ()
     port: int = field(default_factory=free_port)
 
@@ -97,6 +99,11 @@ class ServerConfig:
     def report(self) -> Path:
         return self.workdir / f"reset-report-{self.core}.jsonl"
 
+    @property
+    def dump_dir(self) -> Path:
+        """Where tree core ``unicache`` writes its live and crash dumps (``UNICACHE_SGLANG_DUMP_DIR``)."""
+        return self.workdir / "dumps"
+
     def command(self) -> list[str]:
         _, flags = CORE_SETTINGS[self.core]
         return [
@@ -105,7 +112,8 @@ class ServerConfig:
             "--max-total-tokens", str(self.max_total_tokens), "--mem-fraction-static", "0.1",
             "--max-running-requests", str(self.max_running_requests), "--grammar-backend", "none",
             "--enable-hierarchical-cache", "--hicache-ratio", str(self.hicache_ratio),
-            *(CPU_FLAGS if self.on_cpu else ()), *flags, *self.extra_args,
+            *(CPU_FLAGS if self.on_cpu else ()), *(("--enable-metrics",) if self.enable_metrics else ()),
+            *flags, *self.extra_args,
         ]
 
     def environment(self) -> dict[str, str]:
@@ -116,6 +124,7 @@ class ServerConfig:
         paths += [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(paths)
         env[RESET_REPORT_ENV] = str(self.report)
+        env[DUMP_DIR_ENV] = str(self.dump_dir)
         return env
 
 

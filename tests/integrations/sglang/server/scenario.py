@@ -3,9 +3,14 @@
 Per launch, in order: a prompt, then the same prefix with a new ending (a
 device-tier hit of exactly the shared prefix); prompts enough to overflow
 the device pool, then the first prompt again (a host-tier hit: HiCache loads
-it back); ``/flush_cache`` (the reset report's first line); a window of the
-bundled Mooncake trace sent with several requests in flight; ``/flush_cache``
-again (the second line); SIGTERM. `ServerRuns` launches each core at most
+it back); on tree core ``unicache``, SIGUSR1 to the scheduler process, one
+request (a safe point), the live dump polled for, one more request, the REPL
+on the dump (`take_live_dump`); ``/flush_cache`` (the reset report's first
+line); a window of the bundled Mooncake trace sent with several requests in
+flight; ``/flush_cache`` again (the second line); ``/metrics`` scraped until
+it shows the core at rest (`metrics_at_rest`: every launch runs with
+``--enable-metrics``), kept as ``metrics-<core>.txt`` in the launch's
+directory; SIGTERM. `ServerRuns` launches each core at most
 once per test module and hands every test the same `CoreRun` (or the error
 the launch ended with), so the cross-core comparison reads the same runs.
 """
@@ -13,7 +18,9 @@ the launch ended with), so the cross-core comparison reads the same runs.
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +38,15 @@ from tests.integrations.sglang.server.client import (
 )
 from tests.integrations.sglang.server.launch import ServerConfig, SGLangServer
 from tests.integrations.sglang.server.model import BYTE_TOKENS
+from tests.integrations.sglang.server.observe import (
+    Polled,
+    Samples,
+    lease_metric_problems,
+    poll_metrics,
+    repl_on_dump,
+    scheduler_process,
+    wait_for_dump,
+)
 from unicache.traces import load_mooncake
 
 PROMPT_TOKENS: Final = 463
@@ -44,6 +60,25 @@ TRACE_START: Final = 5500
 TRACE_COUNT: Final = 120
 TRACE_TOKENS_PER_BLOCK: Final = 8
 IN_FLIGHT: Final = 4
+
+CACHE_TYPES: Final = {"rust": "RustUnifiedTreeCore", "leases": "LeaseTreeCore", "unicache": "UnicacheTreeCore"}
+LEDGERS: Final[dict[str, dict[str, bool]]] = {
+    "rust": {},
+    "leases": {"sglang-tree-locks": True, "sglang-tree-core": False},
+    "unicache": {"sglang tree core 'unicache'": True},
+}
+"""Per tree core, the ledgers whose lease metrics it registers and whether serving acquires leases in them.
+``leases``: tree locks, and load-back pins, which it takes under write-back only (SGLang's default
+policy here is write-through, so that ledger stays at 0)."""
+FLUSHES: Final = 2
+EPOCHS: Final[dict[str, dict[str, int]]] = {"unicache": {"sglang tree core 'unicache'": 1 + FLUSHES}}
+"""Ledger epochs once served: tree core ``unicache`` advances its epoch at every reset (the cache's
+construction, each flush), so its scrape at that epoch is one taken after the last flush."""
+SGLANG_REQUESTS: Final = "sglang:num_requests_total"
+"""SGLang's own counter of requests served (the tokenizer manager's), next to ours in ``/metrics``."""
+LIVE_DUMP_CORES: Final = ("unicache",)
+"""The cores with a live dump on SIGUSR1 (``leases`` has none: docs/sglang.md, "Metrics and live dumps")."""
+REPL_SCRIPT: Final = "stats\nleases\ncheck\ntree --depth 1\n"
 
 FIGURES: Final = pytest.StashKey[dict[str, list[dict[str, object]]]]()
 """Where the test module leaves every launch's `CoreRun.figures`, by model, for the terminal summary."""
@@ -75,6 +110,24 @@ def trace_prompts() -> list[list[int]]:
 
 
 @dataclass(slots=True)
+class LiveDumpSeen:
+    """The live dump of one launch: whom SIGUSR1 went to, the file, the log line, serving after, the REPL's answers."""
+
+    scheduler_pid: int
+    scheduler_title: str
+    path: Path | None
+    logged: bool
+    served_after: Hits | None
+    repl: dict[str, dict[str, object]]
+    waited_s: float
+
+    @property
+    def requests(self) -> int:
+        """The requests `take_live_dump` sent: one after the signal, one after the dump when there was one."""
+        return 1 if self.path is None else 2
+
+
+@dataclass(slots=True)
 class CoreRun:
     """What one launch with one tree core saw."""
 
@@ -88,12 +141,21 @@ class CoreRun:
     log: str
     ready_s: float
     served_s: float
+    metrics: Polled
+    live_dump: LiveDumpSeen | None
+    sent: int
 
     def figures(self) -> dict[str, object]:
         """The hit figures and timings, for the record (`ServerRuns.summary`)."""
         return {"core": self.core, "sibling": self.sibling, "first_again": self.first_again,
                 "trace": self.trace_hits, "requests": len(self.trace),
-                "ready_s": round(self.ready_s, 1), "served_s": round(self.served_s, 1)}
+                "ready_s": round(self.ready_s, 1), "served_s": round(self.served_s, 1),
+                "metrics": {"scrapes": self.metrics.scrapes, "waited_s": round(self.metrics.waited_s, 1),
+                            "ready": self.metrics.ready, "ours": sorted(f for f in self.metrics.samples.families
+                                                                        if f.startswith("unicache_")),
+                            "sglang": len([f for f in self.metrics.samples.families if f.startswith("sglang:")])},
+                "live_dump": None if self.live_dump is None else {
+                    "path": str(self.live_dump.path), "waited_s": round(self.live_dump.waited_s, 1)}}
 
     def per_request(self) -> list[tuple[int, int]]:
         """(device, host) hits of each trace request, in trace order."""
@@ -123,11 +185,15 @@ def run_core(core: str, model: Path, workdir: Path, *, on_cpu: bool, extra_args:
         for i, prompt in enumerate(filler_prompts()):
             generate(url, prompt, max_new_tokens=MAX_NEW_TOKENS, rid=f"filler-{i}")
         first_again = generate(url, first, max_new_tokens=MAX_NEW_TOKENS, rid="first-again")
+        live_dump = take_live_dump(server, sibling) if core in LIVE_DUMP_CORES else None
         flush_cache(url)
         trace = generate_concurrently(url, trace_prompts(), in_flight=IN_FLIGHT,
                                       max_new_tokens=MAX_NEW_TOKENS, prefix="trace")
         flush_cache(url)
         served = time.monotonic()
+        sent = 2 + FILLERS + 1 + len(trace) + (0 if live_dump is None else live_dump.requests)
+        metrics = poll_metrics(url, lambda samples: metrics_at_rest(samples, core, sent))
+        (workdir / f"metrics-{core}.txt").write_text(metrics.samples.text)
         returncode = server.stop()
         left = server.processes_left()
     finally:
@@ -135,7 +201,31 @@ def run_core(core: str, model: Path, workdir: Path, *, on_cpu: bool, extra_args:
     reports = [json.loads(line) for line in config.report.read_text().splitlines()] if config.report.exists() else []
     return CoreRun(core=core, sibling=sibling_hits, first_again=first_again, trace=trace, reports=reports,
                    returncode=returncode, processes_left=left, log=server.log_text(),
-                   ready_s=ready - started, served_s=served - ready)
+                   ready_s=ready - started, served_s=served - ready, metrics=metrics, live_dump=live_dump, sent=sent)
+
+
+def metrics_at_rest(samples: Samples, core: str, sent: int) -> bool:
+    """Whether a scrape shows SGLang's own count of requests at `sent` and, for our cores, the lease metrics at rest."""
+    ours = lease_metric_problems(samples, CACHE_TYPES[core], LEDGERS[core], EPOCHS.get(core, {})) \
+        if LEDGERS[core] else []
+    return samples.total(SGLANG_REQUESTS) == sent and not ours
+
+
+def take_live_dump(server: SGLangServer, prompt: list[int]) -> LiveDumpSeen:
+    """SIGUSR1 to the scheduler, one request (a safe point), the dump polled for, one more request, the REPL on it."""
+    pid, title = scheduler_process(server.pid)
+    started = time.monotonic()
+    os.kill(pid, signal.SIGUSR1)
+    generate(server.url, prompt, max_new_tokens=MAX_NEW_TOKENS, rid="after-signal")
+    path = wait_for_dump(server.config.dump_dir, server.alive)
+    waited = time.monotonic() - started
+    if path is None:
+        return LiveDumpSeen(pid, title, None, False, None, {}, waited)
+    served = generate(server.url, prompt, max_new_tokens=MAX_NEW_TOKENS, rid="after-dump")
+    logged = f"live dump written to {path}" in server.log_text()
+    answers = repl_on_dump(path, REPL_SCRIPT, server.config.workdir)
+    commands = [line.split()[0] for line in REPL_SCRIPT.splitlines()]
+    return LiveDumpSeen(pid, title, path, logged, served, dict(zip(commands, answers, strict=True)), waited)
 
 
 @dataclass(slots=True)
