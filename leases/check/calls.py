@@ -183,17 +183,19 @@ class CallModel:
                 return sym.node if sym is not None else None
         return None
 
+    def _signature(self, e: CallExpr, node: object) -> Type | None:
+        """The declared type of the callee `node` of `e` (a decorated or plain function, or a variable)."""
+        if isinstance(node, Decorator):
+            return node.var.type or node.func.type
+        if isinstance(node, FuncBase):
+            return node.type
+        if isinstance(node, Var):
+            return node.type or self.types.get(e.callee)
+        return None
+
     def declared_returns(self, e: CallExpr) -> list[Type] | None:
         """The declared return types of the callee (None: unknown)."""
-        node = self.declared(e)
-        sig: Type | None = None
-        if isinstance(node, Decorator):
-            sig = node.var.type or node.func.type
-        elif isinstance(node, FuncBase):
-            sig = node.type
-        elif isinstance(node, Var):
-            sig = node.type or self.types.get(e.callee)
-        return _declared_returns(sig)
+        return _declared_returns(self._signature(e, self.declared(e)))
 
     def generator_yields(self, e: CallExpr) -> Type | None:
         """What a call to a generator function declared `Iterator[X]` (or the like) yields: X."""
@@ -209,14 +211,7 @@ class CallModel:
             return "owned"
         if isinstance(node, TypeInfo):
             return "owned" if (is_linear_info(node) or node.fullname == LEASE) else None
-        sig: Type | None = None
-        if isinstance(node, Decorator):
-            sig = node.var.type or node.func.type
-        elif isinstance(node, FuncBase):
-            sig = node.type
-        elif isinstance(node, Var):
-            sig = node.type or self.types.get(e.callee)
-        rets = _declared_returns(sig)
+        rets = _declared_returns(self._signature(e, node))
         if rets is None:
             return "owned"
         if any(is_borrowed(r) for r in rets):
