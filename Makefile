@@ -86,11 +86,23 @@ $(SGL_STAMP): pyproject.toml sglang-constraints.txt
 	$(SGL_PY) -m pip install -q $(SGL_PIN) -e '.[dev]' --config-settings editable_mode=compat
 	touch $(SGL_STAMP)
 
-setup-sglang: $(SGL_STAMP)
+# The compiled copy of the SGLang tree core (build/compiled-sglang): the core's extensions copied from
+# build/compiled, the tree core's modules compiled with the SGLang venv's python (cached like build/compiled;
+# pure where no C compiler works; see tools/compiled_build.py).
+SGL_COMPILED := build/compiled-sglang
 
-test-sglang: $(SGL_STAMP)
+setup-sglang: $(SGL_STAMP) setup
+	$(SGL_PY) tools/compiled_build.py --sglang $(SGL_COMPILED)
+
+# The SGLang suite on the checkout, then the tree core's tests on the compiled copy
+# (tests/integrations/sglang/test_build.py checks the compiled modules are extensions).
+test-sglang: setup-sglang
 	$(SGL_PY) -m pytest tests/integrations/sglang
 	$(SGL_VENV)/bin/leasecheck --config-file mypy-sglang.ini --strict
+	@if grep -qx compiled $(SGL_COMPILED)/BUILD; then \
+		cd $(SGL_COMPILED) && UNICACHE_BUILD=compiled PYTHONPATH="$$PWD" $(abspath $(SGL_PY)) -m pytest \
+			tests/integrations/sglang/treecore tests/integrations/sglang/test_build.py; \
+	else echo "test-sglang: no compiled build (no working C compiler): the compiled tree core run is skipped"; fi
 
-bench-sglang: $(SGL_STAMP)
+bench-sglang: setup-sglang
 	$(SGL_PY) benchmarks/bench_sglang_cores.py

@@ -1,14 +1,18 @@
 """SGLang 0.5.23's own cache on the harness workload: tree cores "leases" and "unicache" vs "python" vs "rust".
 
-Run (in the SGLang venv): `make bench-sglang`, or
+Run (in the SGLang venv, from the checkout): `make bench-sglang`, or
 `.venv-sglang/bin/python benchmarks/bench_sglang_cores.py [--rounds R] [--sessions N]
-[--clock wall|cpu] [--harness PATH/sglang_harness.py] [--json PATH]`.
+[--clock wall|cpu] [--harness PATH/sglang_harness.py] [--json PATH] [--compiled DIR|none]`.
 
 Part 1, throughput: each round runs the cores back to back (order
-rotated per round) on the same requests: "python", "leases", "rust" and
-"unicache" (FULL and FULL+MAMBA); requests/s are
-medians over the rounds, and the ratios of "leases" and "unicache" to
-"python" and "rust" are printed, both as
+rotated per round) on the same requests: "python", "leases", "rust",
+"unicache" (FULL and FULL+MAMBA) on the pure build, and
+"unicache-compiled": tree core "unicache" on the compiled build (the copy
+`--compiled`, by default `build/compiled-sglang` of `make setup-sglang`,
+run in a worker process started once whose modules are checked to be
+extensions; skipped, saying so, where that copy is pure); requests/s are
+medians over the rounds, and the ratios of "leases", "unicache" and
+"unicache-compiled" to "python" and "rust" are printed, both as
 the ratio of the medians and as the median of the per-round ratios (each
 taken from runs seconds apart, so less exposed to a shared machine's load
 swings). `--clock cpu` times the replay loop in process CPU time instead of
@@ -39,11 +43,13 @@ import json
 import logging
 import os
 import statistics
+import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import torch
 
@@ -61,7 +67,10 @@ from unicache.integrations.sglang.workload import (  # noqa: E402
 )
 
 CORES = ("python", "leases", "rust", "unicache")
-OURS = ("leases", "unicache")
+COMPILED = "unicache-compiled"
+"""Tree core "unicache" on the compiled build (a `CompiledWorker`)."""
+OURS = ("leases", "unicache", COMPILED)
+ROOT = Path(__file__).resolve().parents[1]
 POLICY = ["write_back"]
 
 
@@ -93,20 +102,79 @@ def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack
         setup.cache.release_host_resources()
 
 
-def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str, ...]) -> list[dict[str, Any]]:
+class CompiledWorker:
+    """This script as a worker process inside the compiled copy `directory`, replaying tree core "unicache".
+
+    Started once; each `run` sends it a configuration on stdin and reads
+    one line of JSON back (requests, seconds, digest). The worker imports
+    the copy's modules (its root first on `sys.path`) and refuses to start
+    unless the tree core and the core it uses are extensions.
+    """
+
+    def __init__(self, directory: Path, argv: list[str]) -> None:
+        env = dict(os.environ, PYTHONPATH=str(directory), UNICACHE_BUILD="compiled")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(directory / "benchmarks" / "bench_sglang_cores.py"), "--worker", *argv],
+            cwd=directory, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.banner = self._line()
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"{COMPILED}: the worker exited (status {self.proc.wait()})")
+        return line.strip()
+
+    def run(self, label: str) -> tuple[float, int]:
+        """Requests/s and digest of one replay of `label` (FULL or FULL+MAMBA)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(label + "\n")
+        self.proc.stdin.flush()
+        got = json.loads(self._line())
+        return got["requests"] / got["wall_s"], int(got["digest"])
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _serve(reqs: list[Request], unique: int, stdin: IO[str], stdout: IO[str]) -> None:
+    """The worker's loop: one replay of tree core "unicache" per configuration read (see `CompiledWorker`)."""
+    import unicache.integrations.sglang.treecore.core as core
+    import unicache.tree.radix as radix
+
+    for module in (core, radix):
+        if not (module.__file__ or "").endswith(".so"):
+            raise SystemExit(f"{COMPILED} worker: {module.__name__} is not compiled ({module.__file__})")
+    device, ctx = pool_sizes(reqs, unique)
+    print(f"# {COMPILED}: {core.__file__}", file=stdout, flush=True)
+    for line in stdin:
+        res = _run("unicache", line.strip() == "FULL+MAMBA", device, ctx, reqs, 1)
+        print(json.dumps({"requests": res.requests, "wall_s": res.wall_s, "digest": res.digest}), file=stdout,
+              flush=True)
+
+
+def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str, ...],
+               worker: CompiledWorker | None) -> list[dict[str, Any]]:
     device, ctx = pool_sizes(reqs, unique)
     rows: list[dict[str, Any]] = []
     for label in configs:
         mamba = label == "FULL+MAMBA"
-        cores = CORES
+        cores = CORES + ((COMPILED,) if worker is not None else ())
         rps: dict[str, list[float]] = {c: [] for c in cores}
         digests: dict[str, int] = {}
         for r in range(rounds):
             k = r % len(cores)
             for core in cores[k:] + cores[:k]:
-                res = _run(core, mamba, device, ctx, reqs, 1)
-                rps[core].append(res.requests / res.wall_s)
-                if digests.setdefault(core, res.digest) != res.digest:
+                if core == COMPILED:
+                    assert worker is not None
+                    rate, digest = worker.run(label)
+                else:
+                    res = _run(core, mamba, device, ctx, reqs, 1)
+                    rate, digest = res.requests / res.wall_s, res.digest
+                rps[core].append(rate)
+                if digests.setdefault(core, digest) != digest:
                     raise SystemExit(f"{label}/{core}: digest changed between rounds")
         if len(set(digests.values())) != 1:
             raise SystemExit(f"{label}: cores did different work: {digests}")
@@ -174,6 +242,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--policy", choices=["write_back", "write_through"], default="write_back",
                     help="HiCache write policy of the throughput runs")
     ap.add_argument("--skip-overlap", action="store_true", help="only the throughput part")
+    ap.add_argument("--compiled", default=str(ROOT / "build" / "compiled-sglang"),
+                    help="the compiled copy whose tree core 'unicache' runs as unicache-compiled "
+                         "(make setup-sglang), or 'none'")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     configs = tuple(c.strip() for c in args.configs.split(",") if c.strip())
     bad = [c for c in configs if c not in ("FULL", "FULL+MAMBA")]
@@ -184,15 +256,31 @@ def main(argv: list[str] | None = None) -> None:
     COPY_BYTES[0] = args.transfer == "copy"
     CLOCK[0] = time.process_time_ns if args.clock == "cpu" else time.perf_counter_ns
     reqs, unique = gen_workload(args.seed, sessions=args.sessions)
+    if args.worker:
+        _serve(reqs, unique, sys.stdin, sys.stdout)
+        return
     if args.harness:
         _check_harness(args.harness, args.seed, args.sessions, reqs)
     print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}; "
           f"clock: {args.clock}; load average {os.getloadavg()[0]:.1f}")
+    worker = None
+    if not args.skip_throughput and args.compiled != "none":
+        build = Path(args.compiled) / "BUILD"
+        state = build.read_text().strip() if build.is_file() else "missing"
+        if state == "compiled":
+            worker = CompiledWorker(Path(args.compiled).resolve(), [
+                "--seed", str(args.seed), "--sessions", str(args.sessions), "--clock", args.clock,
+                "--transfer", args.transfer, "--policy", args.policy])
+            print(worker.banner)
+        else:
+            print(f"# {COMPILED}: skipped ({build}: {state}; `make setup-sglang` builds it)")
     forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork)
-    out = {"throughput": [] if args.skip_throughput else throughput(reqs, unique, args.rounds, configs),
+    out = {"throughput": [] if args.skip_throughput else throughput(reqs, unique, args.rounds, configs, worker),
            "overlap": [] if args.skip_overlap else (
                overlap(reqs, unique, args.ack_every, "", args.swa_window)
                + overlap(forked, forked_unique, args.ack_every, f"/fork={args.fork}", args.swa_window))}
+    if worker is not None:
+        worker.close()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -7,6 +7,7 @@ from sglang.srt.mem_cache.hicache_storage import PoolTransfer
 from sglang.srt.mem_cache.unified_cache.cache_action import BackupKV
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import NodeId
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import NodeStateError, PendingMarkError
 from unicache.integrations.sglang.treecore.receipts import FullHost, WriteThroughMark
@@ -14,6 +15,8 @@ from unicache.integrations.sglang.treecore.state import TreeState, lease_holders
 from unicache.integrations.sglang.treecore.values import host_array
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Backups(TreeState):
     """The backup part of `UnicacheTreeCore` (see the module docstring)."""
 

@@ -98,84 +98,25 @@ the auxiliary components: `part` (what the core asks of one), `mamba`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
-
-from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
-from sglang.srt.mem_cache.unified_cache.components import TreeComponent
-from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import UnifiedTreeCoreInterface
-
-from unicache.integrations.sglang.metrics import SGLangMetrics
-
-from unicache.integrations.sglang.treecore.backup import Backups
-from unicache.integrations.sglang.treecore.dump import dump_directory
-from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
-from unicache.integrations.sglang.treecore.eviction import DeviceEviction
-from unicache.integrations.sglang.treecore.failures import FailureDumps, dumps_on_failure
-from unicache.integrations.sglang.treecore.host_eviction import HostEviction
-from unicache.integrations.sglang.treecore.inserts import Inserts
-from unicache.integrations.sglang.treecore.livedump import LiveDump
-from unicache.integrations.sglang.treecore.load_back import LoadBacks
-from unicache.integrations.sglang.treecore.locks import Locks
-from unicache.integrations.sglang.treecore.match import Matching
-from unicache.integrations.sglang.treecore.metrics import register_core_metrics
-from unicache.integrations.sglang.treecore.sanity import SanityCheck
-from unicache.integrations.sglang.treecore.sizes import Sizes
+from unicache.integrations.sglang.treecore.failures import dumps_on_failure
 from unicache.integrations.sglang.treecore.state import LEASE_HISTORY_ENV, lease_history
-from unicache.integrations.sglang.treecore.unsupported import UnsupportedFeatures
-from unicache.integrations.sglang.treecore.views import TreeViews
-
-if TYPE_CHECKING:
-    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from unicache.integrations.sglang.treecore.unguarded import UnguardedTreeCore
 
 __all__ = ["LEASE_HISTORY_ENV", "UnicacheTreeCore", "lease_history"]
 
 
 @dumps_on_failure
-class UnicacheTreeCore(
-    Locks, Sizes, Matching, Inserts, DeviceEviction, HostEviction, Backups, LoadBacks, TreeViews, SanityCheck,
-    UnsupportedFeatures, UnifiedTreeCoreInterface,
-):
+class UnicacheTreeCore(UnguardedTreeCore):
     """Tree core ``"unicache"`` for FULL and FULL+MAMBA (see the module docstring).
 
     Tools (`dump`, `failures`, `livedump`, `metrics`, `record`): a lease
     error or failed sanity check writes a dump into the dump directory,
     SIGUSR1 writes one at the next safe point (`match_prefix`,
     `evictable_size`), and with ``enable_metrics`` the ledger has a clock and
-    the core's metrics are in SGLang's ``/metrics``.
+    the core's metrics are in SGLang's ``/metrics``. The parts and the
+    interface's switches are `unguarded.UnguardedTreeCore`; this class adds
+    the failure guards (`failures.dumps_on_failure`, which rewrites its
+    methods at import: this module stays interpreted in the compiled build).
     """
 
     supports_rotation_base = False
-
-    def __init__(self, params: CacheInitParams, components: dict[ComponentType, TreeComponent]) -> None:
-        super().__init__(params, components)
-        directory = dump_directory()
-        self.failure_dumps = FailureDumps(self, directory)
-        self.live_dump = LiveDump(self, directory)
-        self._live_request = self.live_dump.request
-        self.metrics: Optional[SGLangMetrics] = register_core_metrics(self) if params.enable_metrics else None
-
-    # ==== configuration switched on after construction ====
-
-    @property
-    def enable_storage(self) -> bool:
-        return False
-
-    @enable_storage.setter
-    def enable_storage(self, value: bool) -> None:
-        if value:
-            raise RefusedFeatureError("a HiCache storage backend")
-
-    @property
-    def enable_external_cache_linker(self) -> bool:
-        return False
-
-    @enable_external_cache_linker.setter
-    def enable_external_cache_linker(self, value: bool) -> None:
-        if value:
-            raise RefusedFeatureError("the external cache linker")
-
-    def set_hicache_enabled(self) -> None:
-        self.enable_hicache = True
-
-    def set_host_memory_buffer_only(self) -> None:
-        raise RefusedFeatureError("buffer-only host memory (--hicache-host-memory-mode buffer)")

@@ -14,6 +14,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     EvictDeviceNextNodeResult,
     NodeId,
 )
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import NodeStateError, RefusedFeatureError
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
@@ -22,6 +23,8 @@ from unicache.integrations.sglang.treecore.walk import Actions
 from unicache.tree.node import Node
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DeviceEviction(TreeState):
     """The eviction part of `UnicacheTreeCore` (see the module docstring)."""
 

@@ -8,6 +8,7 @@ from typing import Final
 from sglang.srt.environ import envs
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import DriveHostEvictionResult
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
 from unicache.integrations.sglang.treecore.values import host_tensor
@@ -15,6 +16,8 @@ from unicache.integrations.sglang.treecore.values import host_tensor
 _DIGEST_MASK: Final = (1 << 42) - 1
 """The duplicate-reclaim digest keeps 42 bits (as SGLang's)."""
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HostEviction(TreeState):
     """The host eviction part of `UnicacheTreeCore` (see the module docstring)."""
 

@@ -6,6 +6,7 @@ import torch
 from sglang.srt.mem_cache.base_prefix_cache import InsertParams, InsertResult
 from sglang.srt.mem_cache.unified_cache.cache_action import FreeDeviceKV
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import InsertStepResult
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
 from unicache.integrations.sglang.treecore.state import FULL, TOKEN_BYTES, TreeState
@@ -14,6 +15,8 @@ from unicache.integrations.sglang.treecore.walk import Actions, InsertWalk
 from unicache.tree.node import Node
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Inserts(TreeState):
     """The inserts part of `UnicacheTreeCore` (see the module docstring)."""
 

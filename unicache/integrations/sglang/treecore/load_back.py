@@ -13,6 +13,7 @@ from sglang.srt.mem_cache.hicache_storage import PoolName, PoolTransfer
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.components import CacheTransferPhase
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import NodeId
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import NodeStateError, RefusedFeatureError, UnknownLoadBackError
 from unicache.integrations.sglang.treecore.receipts import FullHost, LoadBackPin
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from sglang.srt.mem_cache.hicache_storage import PoolTransferResult
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LoadBacks(TreeState):
     """The load back part of `UnicacheTreeCore` (see the module docstring)."""
 

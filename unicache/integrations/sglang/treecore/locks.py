@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams, DecLockRefResult, IncLockRefResult
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import DecSwaLockOnlyResult, NodeId
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import (
     ForeignReceiptError,
@@ -18,6 +19,8 @@ from unicache.integrations.sglang.treecore.receipts import DEVICE_LOCK, FULL_PIN
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Locks(TreeState):
     """The locks part of `UnicacheTreeCore` (see the module docstring)."""
 

@@ -8,6 +8,7 @@ import torch
 from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams, MatchResult
 from sglang.srt.mem_cache.radix_cache import RadixKey
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import NodeId
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import NodeStateError
 from unicache.integrations.sglang.treecore.state import TOKEN_BYTES, TreeState
@@ -15,6 +16,8 @@ from unicache.integrations.sglang.treecore.walk import Actions
 from unicache.tree.node import Node
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Matching(TreeState):
     """The match part of `UnicacheTreeCore` (see the module docstring)."""
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import NodeId
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import TreeCoreSanityError
 from unicache.integrations.sglang.treecore.receipts import TreeReceipt
 from unicache.integrations.sglang.treecore.state import FULL, TOKEN_BYTES, TreeState, lease_holders
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SanityCheck(TreeState):
     """The sanity part of `UnicacheTreeCore` (see the module docstring)."""
 

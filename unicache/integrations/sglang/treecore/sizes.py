@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import NodeId
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Sizes(TreeState):
     """The sizes part of `UnicacheTreeCore` (see the module docstring)."""
 

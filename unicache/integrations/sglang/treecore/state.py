@@ -24,6 +24,7 @@ from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.mem_cache.unified_cache.components import TreeComponent
 from sglang.srt.mem_cache.unified_cache.components.mamba import MambaComponent
 from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import BaseEvictionResult, NodeId
+from mypy_extensions import mypyc_attr, trait
 
 from leases import Borrowed, Held, Lease, LeaseLedger, PinSet
 from unicache.components.full import FullStore
@@ -78,6 +79,8 @@ def lease_holders(lease: Borrowed[Lease[C, Held]]) -> list[Node]:
     return cast("list[Node]", [p.holder for p in lease.pin_sets()])
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TreeState:
     """The shared state of tree core "unicache" (see the module docstring); the parts subclass it."""
 

@@ -16,12 +16,15 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     BufferBackupState,
     NodeId,
 )
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
 from unicache.integrations.sglang.treecore.walk import Actions
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class UnsupportedFeatures(TreeState):
     """The unsupported part of `UnicacheTreeCore` (see the module docstring)."""
 

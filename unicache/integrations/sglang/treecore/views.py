@@ -13,12 +13,15 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
     RadixCacheWalkResult,
     TreePathNodeInfo,
 )
+from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
 from unicache.tree.node import Node
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TreeViews(TreeState):
     """The views part of `UnicacheTreeCore` (see the module docstring)."""
 
