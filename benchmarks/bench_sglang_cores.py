@@ -141,7 +141,7 @@ class CompiledWorker:
 
 def _serve(reqs: list[Request], unique: int, stdin: IO[str], stdout: IO[str]) -> None:
     """The worker's loop: one replay of tree core "unicache" per configuration read (see `CompiledWorker`)."""
-    import unicache.integrations.sglang.treecore.core as core
+    import unicache.integrations.sglang.treecore.unguarded as core
     import unicache.tree.radix as radix
 
     for module in (core, radix):

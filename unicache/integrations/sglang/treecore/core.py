@@ -88,8 +88,9 @@ when SGLang switches them on (`RefusedFeatureError`); namespaced keys
 (`extra_key`, `cache_salt`) at match or insert (`NamespacedKeyError`). The
 interface methods only those configurations reach raise the same errors.
 
-*Modules.* The class SGLang sees is `UnicacheTreeCore`, here; its parts,
-one concept each, are classes over the shared `state.TreeState`: `locks`,
+*Modules.* The class SGLang sees is `UnicacheTreeCore`, here: the failure
+guards over `unguarded.UnguardedTreeCore`, which joins the parts, one
+concept each, mypyc traits over the shared `state.TreeState`: `locks`,
 `sizes`, `match`, `inserts` (with `walk`), `eviction` (the device walk),
 `host_eviction`, `backup` (and write-through marks), `load_back`, `views`
 (reads and reset), `sanity`, `unsupported` (the refused features' methods);
