@@ -121,6 +121,7 @@ from unicache.integrations.sglang.treecore.metrics import register_core_metrics
 from unicache.integrations.sglang.treecore.sanity import SanityCheck
 from unicache.integrations.sglang.treecore.sizes import Sizes
 from unicache.integrations.sglang.treecore.state import LEASE_HISTORY_ENV, lease_history
+from unicache.integrations.sglang.treecore.swa_windows import SWAWindows
 from unicache.integrations.sglang.treecore.unsupported import UnsupportedFeatures
 from unicache.integrations.sglang.treecore.views import TreeViews
 
@@ -133,7 +134,7 @@ __all__ = ["LEASE_HISTORY_ENV", "UnicacheTreeCore", "lease_history"]
 @dumps_on_failure
 class UnicacheTreeCore(
     Locks, Sizes, Matching, Inserts, DeviceEviction, HostEviction, Backups, LoadBacks, TreeViews, SanityCheck,
-    UnsupportedFeatures, UnifiedTreeCoreInterface,
+    SWAWindows, UnsupportedFeatures, UnifiedTreeCoreInterface,
 ):
     """Tree core ``"unicache"`` for FULL and FULL+MAMBA (see the module docstring).
 
