@@ -39,6 +39,16 @@ class SWAStore(PagedStore[SWA]):
         super().configure(page_size, window)
         self.window = window
 
+    @classmethod
+    def engine_owned_window(cls, page_size: int, window: int, host_marker: type) -> SWAStore:
+        """The engine-owned mode (`PagedStore.engine_owned`: index values handed in and back, none allocated)
+        for a sliding window of `window` tokens."""
+        if window < 1:
+            raise ValueError(f"SWAStore: the sliding window must be >= 1 token, got {window}")
+        store = cls.engine_owned(page_size, host_marker)
+        store.window = window
+        return store
+
     def lock_nodes(self, end: Node) -> Sequence[Node]:
         """The window: every node holding one of the path's last `window` tokens."""
         return window_nodes(end, self.window)

@@ -147,13 +147,15 @@ def build_cache(
     mamba_slots: int = 64,
     max_context_len: int = 8192,
     swa_window: Optional[int] = None,
+    swa_tokens: Optional[int] = None,
     cache_class: type[UnifiedRadixCache] = UnifiedRadixCache,
 ) -> CacheSetup:
     """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`.
 
     `backend=None` leaves the choice to SGLang (`SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`).
     `swa_window` (not with `mamba`) builds Full+SWA with that sliding window,
-    SWA pool as large as the Full pool. `cache_class`: `UnifiedRadixCache`
+    an SWA pool of `swa_tokens` (default: as large as the Full pool; smaller, and
+    the SWA eviction walk runs). `cache_class`: `UnifiedRadixCache`
     or a subclass (`LeaseUnifiedRadixCache`).
     """
     if mamba and swa_window is not None:
@@ -197,7 +199,7 @@ def build_cache(
         r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
                              enable_memory_saver=False)
         kv = swa_kv = SWAKVPool(
-            size=device_tokens, size_swa=device_tokens, page_size=1, dtype=dtype, head_num=1,
+            size=device_tokens, size_swa=swa_tokens or device_tokens, page_size=1, dtype=dtype, head_num=1,
             head_dim=8, swa_attention_layer_ids=[1], full_attention_layer_ids=[0], device="cpu",
         )
         comps = (ComponentType.FULL, ComponentType.SWA)
@@ -211,7 +213,7 @@ def build_cache(
         comps = (ComponentType.FULL,)
     alloc: BaseTokenToKVPoolAllocator
     if swa_kv is not None:
-        alloc = SWATokenToKVPoolAllocator(size=device_tokens, size_swa=device_tokens, page_size=1,
+        alloc = SWATokenToKVPoolAllocator(size=device_tokens, size_swa=swa_tokens or device_tokens, page_size=1,
                                           dtype=dtype, device="cpu", kvcache=swa_kv, need_sort=False)
     else:
         alloc = TokenToKVPoolAllocator(size=device_tokens, dtype=dtype, device="cpu",

@@ -26,6 +26,7 @@ from unicache.integrations.sglang.treecore.values import host_tensor
 
 _FULL = ComponentType.FULL
 _MAMBA = ComponentType.MAMBA
+_SWA = ComponentType.SWA
 
 
 def _derived(what: str) -> NotImplementedError:
@@ -66,6 +67,8 @@ class InspectedUnicacheTreeCore(UnicacheTreeCore, UnifiedTreeCoreInspectionInter
         node = self.node(node_id)
         if component_type == _MAMBA and self.mamba is not None:
             return self.mamba.host_state(node)
+        if component_type == _SWA and self.swa is not None:
+            return self.swa.host_state(node)
         vals = self.host_values(node)
         return None if vals is None or component_type != _FULL else host_tensor(vals)
 
@@ -73,12 +76,16 @@ class InspectedUnicacheTreeCore(UnicacheTreeCore, UnifiedTreeCoreInspectionInter
         node = self.node(node_id)
         if component_type == _MAMBA and self.mamba is not None:
             return self.mamba.device_lock_count(node)
+        if component_type == _SWA and self.swa is not None:
+            return self.swa.device_lock_count(node)
         return self.device_lock_count(node) if component_type == _FULL else 0
 
     def get_component_host_lock_ref(self, node_id: NodeId, component_type: ComponentType) -> int:
         node = self.node(node_id)
         if component_type == _MAMBA and self.mamba is not None:
             return self.mamba.host_lock_count(node)
+        if component_type == _SWA and self.swa is not None:
+            return self.swa.host_lock_count(node)
         return self.host_lock_count(node) if component_type == _FULL else 0
 
     def get_node_hit_count(self, node_id: NodeId) -> int:

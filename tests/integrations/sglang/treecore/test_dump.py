@@ -182,13 +182,14 @@ def test_with_the_lease_history_the_dump_carries_the_lease_events_acks_included(
     cache.release_host_resources()
 
 
-@pytest.mark.parametrize("mamba", [False, True], ids=["full", "full+mamba"])
+@pytest.mark.parametrize("components", ["full", "full+mamba", "full+swa"])
 @pytest.mark.parametrize("history", [0, 256])
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
-def test_every_dump_along_the_random_driver_is_clean(policy: str, history: int, mamba: bool,
+def test_every_dump_along_the_random_driver_is_clean(policy: str, history: int, components: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(LEASE_HISTORY_ENV, str(history))
-    seen = {"dumps": 0, "leases": 0, "events": 0, "mamba_leases": 0}
+    mamba, swa = components == "full+mamba", components == "full+swa"
+    seen = {"dumps": 0, "leases": 0, "events": 0, "mamba_leases": 0, "swa_leases": 0}
 
     def clean(core: UnicacheTreeCore) -> None:
         dump = CrashDump.from_json(json.loads(json.dumps(capture_core(core))))
@@ -197,12 +198,13 @@ def test_every_dump_along_the_random_driver_is_clean(policy: str, history: int, 
         seen["dumps"] += 1
         seen["leases"] += len(dump.leases)
         seen["mamba_leases"] += sum(1 for lease in dump.leases.values() if lease.component == "mamba")
+        seen["swa_leases"] += sum(1 for lease in dump.leases.values() if lease.component == "swa")
         seen["events"] += len(dump.events)
 
-    drive("unicache", 3, policy, check=True, after=clean, mamba=mamba, mamba_slots=3)
+    drive("unicache", 3, policy, check=True, after=clean, mamba=mamba, mamba_slots=3,
+          swa_window=4 if swa else None)
     assert seen["dumps"] > 100 and seen["leases"] > 0 and seen["events"] > 0
-    if mamba:
-        assert seen["mamba_leases"] > 0
+    assert (seen["mamba_leases"] > 0) == mamba and (seen["swa_leases"] > 0) == swa
 
 
 def test_a_match_still_serves_after_a_capture() -> None:

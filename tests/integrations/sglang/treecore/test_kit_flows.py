@@ -1,4 +1,5 @@
-"""SGLang's kit flows on tree core "unicache" (FULL) against its Python core: the same outcomes.
+"""SGLang's kit flows on tree core "unicache" (FULL, FULL+MAMBA, FULL+SWA) against its Python core: the same
+outcomes.
 
 The backup -> evict -> load-back flow is the kit's (`test_kit_flows._Flow`),
 run on both cores through the kit's own fixtures; the lock/evict flow drives
@@ -29,6 +30,8 @@ from tests.integrations.sglang.treecore.inspector import InspectedUnicacheTreeCo
 FULL_CFGS = [c for c in CONFIGS if c.components == (ComponentType.FULL,) and c.page_size <= 64]
 MAMBA_CFGS = [c for c in CONFIGS if c.components == (ComponentType.FULL, ComponentType.MAMBA)
               and c.page_size <= 64 and supports_hicache(c)]
+SWA_CFGS = [c for c in CONFIGS if c.components == (ComponentType.FULL, ComponentType.SWA)
+            and c.page_size <= 64 and supports_hicache(c)]
 
 
 def _core(cache: UnifiedRadixCache) -> UnifiedTreeCoreInspectionInterface:
@@ -135,5 +138,22 @@ def test_mamba_backup_evict_load_back_same_as_python(cfg: CacheConfig, policy: s
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
 @pytest.mark.parametrize("cfg", MAMBA_CFGS, ids=[c.label for c in MAMBA_CFGS])
 def test_mamba_lock_and_evict_same_as_python(cfg: CacheConfig, policy: str) -> None:
+    outcomes = outcomes_by_backend(_LockEvictFlow, cfg, policy, ("python", "unicache"))
+    assert outcomes["unicache"] == outcomes["python"]
+
+
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+@pytest.mark.parametrize("cfg", SWA_CFGS, ids=[c.label for c in SWA_CFGS])
+def test_swa_backup_evict_load_back_same_as_python(cfg: CacheConfig, policy: str) -> None:
+    outcomes = outcomes_by_backend(_Flow, cfg, policy, ("python", "unicache"))
+    assert outcomes["unicache"] == outcomes["python"]
+    py = outcomes["python"]
+    assert py["started"] and py["device_after_evict"] < py["device_before_evict"]
+    assert py["device_after_load"] == py["device_before_evict"]
+
+
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+@pytest.mark.parametrize("cfg", SWA_CFGS, ids=[c.label for c in SWA_CFGS])
+def test_swa_lock_and_evict_same_as_python(cfg: CacheConfig, policy: str) -> None:
     outcomes = outcomes_by_backend(_LockEvictFlow, cfg, policy, ("python", "unicache"))
     assert outcomes["unicache"] == outcomes["python"]

@@ -18,6 +18,7 @@ import random
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Optional, cast
 
 import pytest
 import torch
@@ -28,7 +29,12 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     InsertParams,
     MatchPrefixParams,
 )
+from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+from sglang.srt.mem_cache.base_prefix_cache import TreeLock
+from sglang.srt.mem_cache.hicache_storage import PoolName
+from sglang.srt.mem_cache.pool_host.group import HostPoolGroup
 from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 
 from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
 from unicache.integrations.sglang.treecore.errors import SpentReceiptError
@@ -36,6 +42,8 @@ from unicache.integrations.sglang.workload import CacheSetup, build_cache, reque
 
 DEVICE = 128
 MAMBA_SLOTS = 8
+SWA_DEVICE = 48
+"""The SWA pool of the FULL+SWA runs: smaller than the Full pool, so SWA's own eviction walk runs."""
 STEPS = 160
 
 
@@ -55,7 +63,19 @@ def _host(setup: CacheSetup) -> tuple[int, int]:
 
 def _conserved(setup: CacheSetup, core: UnicacheTreeCore) -> None:
     tree_device = core.total_size()[0]
-    assert setup.allocator.available_size() + tree_device == DEVICE, (setup.allocator.available_size(), tree_device)
+    alloc = setup.allocator
+    swa = core.swa
+    if isinstance(alloc, SWATokenToKVPoolAllocator):
+        assert swa is not None
+        assert alloc.full_available_size() + tree_device == DEVICE, (alloc.full_available_size(), tree_device)
+        assert alloc.swa_available_size() + swa.total == SWA_DEVICE, (alloc.swa_available_size(), swa.total)
+        group = cast("Optional[HostPoolGroup]", setup.cache.host_pool_group)  # typed None until HiCache attaches
+        assert group is not None
+        pool = group.get_pool(PoolName.SWA)
+        tree_swa_host = sum(h.numel() for x in core.nodes() for h in [swa.host_state(x)] if h is not None)
+        assert int(pool.available_size()) + tree_swa_host == int(pool.size), (pool.available_size(), tree_swa_host)
+    else:
+        assert alloc.available_size() + tree_device == DEVICE, (alloc.available_size(), tree_device)
     free, size = _host(setup)
     tree_host = sum(len(h) for x in core.nodes() if x.parent is not None
                     for h in [core.host_values(x)] if h is not None)
@@ -79,7 +99,7 @@ def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[in
         before = len(cache.ongoing_load_back)
         out = cache.init_load_back(InitLoadBackParams(
             best_match_node=m.best_match_node, host_hit_length=int(m.host_hit_length),
-            req=request_stand_in(i, node, 0, m.mamba_host_hit_length)))
+            req=request_stand_in(i, node, m.swa_host_hit_length, m.mamba_host_hit_length)))
         if len(cache.ongoing_load_back) > before and out is not None:
             loaded, node = out
             dev_len += loaded
@@ -88,8 +108,13 @@ def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[in
                 cache.loading_check()
     lock = cache.inc_lock_ref(node)
     need = len(tokens) - dev_len
-    if need > 0 and setup.allocator.available_size() < need:
-        cache.evict_for_alloc(EvictParams(num_tokens=need - setup.allocator.available_size()))
+    alloc = setup.allocator
+    if need > 0 and alloc.available_size() < need:
+        if isinstance(alloc, SWATokenToKVPoolAllocator):
+            cache.evict_for_alloc(EvictParams(num_tokens=max(0, need - alloc.full_available_size()),
+                                              swa_num_tokens=max(0, need - alloc.swa_available_size())))
+        else:
+            cache.evict_for_alloc(EvictParams(num_tokens=need - alloc.available_size()))
     new = setup.allocator.alloc(need) if need > 0 else torch.empty(0, dtype=torch.int64)
     run.outcomes.append(("request", dev_len, int(m.host_hit_length), loaded))
     if new is None:
@@ -117,11 +142,17 @@ def _request(setup: CacheSetup, run: Run, rng: random.Random, seqs: list[list[in
 
 
 def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False, mamba_slots: int = MAMBA_SLOTS,
-          after: Callable[[UnicacheTreeCore], None] | None = None) -> Run:
-    """Run the driver; `after` (with `check`) is called on the core after every operation."""
+          after: Callable[[UnicacheTreeCore], None] | None = None, swa_window: int | None = None) -> Run:
+    """Run the driver; `after` (with `check`) is called on the core after every operation.
+
+    With `swa_window` (FULL+SWA, an SWA pool of `SWA_DEVICE` tokens) a
+    release first gives back the lock's SWA window early (SGLang's
+    `release_swa`, as for a request decoding past its window) half the time.
+    """
     rng = random.Random(seed)
     setup = build_cache(backend=backend, mamba=mamba, device_tokens=DEVICE, policy=policy, max_context_len=64,
-                        host_ratio=2.0, mamba_slots=mamba_slots)
+                        host_ratio=2.0, mamba_slots=mamba_slots, swa_window=swa_window,
+                        swa_tokens=SWA_DEVICE if swa_window is not None else None)
     cache = setup.cache
     cache.load_back_threshold = 1  # every host hit loads back (SGLang's default is 10 tokens)
     run = Run()
@@ -133,7 +164,13 @@ def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False
             _request(setup, run, rng, seqs, i)
         elif op < 0.7 and run.locks:
             node, params = run.locks.pop(rng.randrange(len(run.locks)))
-            cache.dec_lock_ref(node, params)
+            if swa_window is None:
+                cache.dec_lock_ref(node, params)
+            else:
+                lock = TreeLock(node, params)
+                if rng.random() < 0.5 and params.component_lock_uuids.get(ComponentType.SWA) is not None:
+                    cache.release_swa(lock)
+                cache.unlock(lock)
         elif op < 0.8:
             cache.ready_to_load_host_cache()
             cache.loading_check()
@@ -172,7 +209,7 @@ def drive(backend: str, seed: int, policy: str, check: bool, mamba: bool = False
                 core.dec_lock_ref(node, params)
         cache.sanity_check()
         assert core.ledger.live_count == 0 and core.ledger.leaked == 0
-        assert core.protected_size() == 0 and core.mamba_protected_size() == 0
+        assert core.protected_size() == 0 and core.mamba_protected_size() == 0 and core.swa_protected_size() == 0
     setup.cache.release_host_resources()
     return run
 
@@ -194,6 +231,20 @@ def test_random_driver_with_mamba_checks_every_step_and_matches_python(policy: s
     for seed in range(4):
         ours = drive("unicache", seed, policy, check=True, mamba=True, mamba_slots=slots)
         stock = drive("python", seed, policy, check=False, mamba=True, mamba_slots=slots)
+        assert ours.outcomes == stock.outcomes, seed
+        loaded_any |= any(kind == "request" and loaded for kind, _, _, loaded in ours.outcomes)
+    assert loaded_any, "no load-back exercised"
+
+
+@pytest.mark.parametrize("window", [4, 16])
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+def test_random_driver_with_swa_checks_every_step_and_matches_python(policy: str, window: int) -> None:
+    """FULL+SWA (windows 4 and 16, SWA pool 48 of 128 tokens), seeds 0-3, early SWA releases; some seed loads
+    back."""
+    loaded_any = False
+    for seed in range(4):
+        ours = drive("unicache", seed, policy, check=True, swa_window=window)
+        stock = drive("python", seed, policy, check=False, swa_window=window)
         assert ours.outcomes == stock.outcomes, seed
         loaded_any |= any(kind == "request" and loaded for kind, _, _, loaded in ours.outcomes)
     assert loaded_any, "no load-back exercised"

@@ -21,7 +21,8 @@ from unicache.integrations.sglang.treecore.refusals import refusal
 
 FULL = next(c for c in CONFIGS if c.label == "FULL_ps1")
 MAMBA = next(c for c in CONFIGS if c.label == "FULL_MAMBA_ps1")
-HYBRID = [c for c in CONFIGS if c.label == "FULL_SWA_ps1_sw4"]
+SWA = next(c for c in CONFIGS if c.label == "FULL_SWA_ps1_sw4")
+HYBRID = [c for c in CONFIGS if c.components == (ComponentType.FULL, ComponentType.SWA, ComponentType.MAMBA)][:1]
 
 
 def _refused(match: str, cfg: CacheConfig = FULL, **kw: object) -> None:
@@ -35,6 +36,18 @@ def _refused(match: str, cfg: CacheConfig = FULL, **kw: object) -> None:
 def test_hybrid_components_are_refused_at_construction(cfg: CacheConfig) -> None:
     names = re.escape("+".join(c.name for c in cfg.components))
     _refused(rf"tree core 'unicache' does not support components {names} ", cfg)
+
+
+def test_full_swa_is_covered_and_a_request_ring_refused() -> None:
+    cache, _, _ = build_fixture(SWA, tree_core_backend="unicache")
+    core = cache.tree_core
+    assert isinstance(core, UnicacheTreeCore) and core.swa is not None and core.swa.window == 4
+    params = cache.cache_init_params
+    assert refusal(params, {}) is None
+    ring = dataclasses.replace(params, swa_gates_prefix_match=False)
+    assert refusal(ring, {}) == "an SWA request ring (swa_gates_prefix_match=False)"
+    with pytest.raises(ValueError, match=re.escape("an SWA request ring (swa_gates_prefix_match=False); use tree core")):
+        UnicacheTreeCore(ring, {})
 
 
 def test_full_mamba_is_covered_and_a_mamba_path_cap_refused() -> None:

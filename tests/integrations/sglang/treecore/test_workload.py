@@ -1,8 +1,14 @@
-"""The harness workload on SGLang's real cache: tree core "unicache" does the Python core's work (FULL)."""
+"""The harness workload on SGLang's real cache: tree core "unicache" does the Python core's work (FULL,
+FULL+MAMBA, FULL+SWA)."""
 
 from __future__ import annotations
 
 import pytest
+from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
+    EvictDeviceNextNodeResult,
+    UnifiedTreeCoreInterface,
+)
 
 from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
 from unicache.integrations.sglang.workload import ReplayResult, Request, build_cache, gen_workload, pool_sizes, replay
@@ -67,6 +73,54 @@ def test_unicache_core_matches_python_core_with_mamba(policy: str, ack_every: in
             _assert_no_lease_left(core)
         setup.cache.release_host_resources()
     _assert_same_work(runs)
+
+
+@pytest.mark.parametrize("ack_every", [1, 4])
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+def test_unicache_core_matches_python_core_with_swa(policy: str, ack_every: int) -> None:
+    """FULL+SWA (page size 1, window 16, SWA pool 0.3 of the Full pool): outcomes equal; sanity every 5.
+
+    The small SWA pool makes SWA run out first: its own eviction walk
+    (tombstones; under write-back, pauses for the backup of the unbacked
+    window), its host eviction, and load-backs of host-only windows on
+    nodes whose Full KV is on device; inserts rebuild SWA on overlapped
+    tombstones.
+    """
+    reqs, unique = _workload(24, 0.5)
+    device, ctx = pool_sizes(reqs, unique, floor_requests=2 if ack_every == 1 else 5)
+    runs = {}
+    for backend in ("python", "unicache"):
+        setup = build_cache(backend=backend, mamba=False, device_tokens=device, policy=policy, max_context_len=ctx,
+                            swa_window=16, swa_tokens=int(device * 0.3))
+        core = setup.cache.tree_core
+        walks = _count_swa_walks(core)
+        stock_unchecked = backend == "python" and policy == "write_through" and ack_every > 1
+        runs[backend] = replay(setup, reqs, check_every=0 if stock_unchecked else 5, ack_every=ack_every)
+        assert walks["swa walks"] > 0, "the SWA eviction walk must run"
+        assert (walks["backup pauses"] > 0) == (policy == "write_back")
+        if backend == "unicache":
+            assert isinstance(core, UnicacheTreeCore) and core.swa is not None
+            _assert_no_lease_left(core)
+        setup.cache.release_host_resources()
+    _assert_same_work(runs)
+
+
+def _count_swa_walks(core: UnifiedTreeCoreInterface) -> dict[str, int]:
+    """Count the core's SWA eviction walks and SWA backup pauses (instance attributes the cache calls)."""
+    counts = {"swa walks": 0, "backup pauses": 0}
+    start, finish = core.evict_device_start, core.finish_swa_state_eviction
+
+    def counted_start(component_type: ComponentType, request_cnt: int) -> None:
+        counts["swa walks"] += component_type == ComponentType.SWA
+        start(component_type, request_cnt)
+
+    def counted_finish(node_id: int) -> EvictDeviceNextNodeResult:
+        counts["backup pauses"] += 1
+        return finish(node_id)
+
+    setattr(core, "evict_device_start", counted_start)
+    setattr(core, "finish_swa_state_eviction", counted_finish)
+    return counts
 
 
 def _assert_no_lease_left(core: UnicacheTreeCore) -> None:

@@ -18,6 +18,7 @@ from unicache.components.handed import HandedValues
 from unicache.integrations.sglang.treecore.mamba import MambaPart
 from unicache.integrations.sglang.treecore.receipts import FullHost
 from unicache.integrations.sglang.treecore.record import CoreRecord
+from unicache.integrations.sglang.treecore.swa import SWAPart
 from unicache.markers import Full
 from unicache.tree.node import Node
 
@@ -45,6 +46,8 @@ class CoreState(Protocol):
     def root(self) -> Node: ...
     @property
     def mamba(self) -> Optional[MambaPart]: ...
+    @property
+    def swa(self) -> Optional[SWAPart]: ...
     @property
     def device_locks(self) -> dict[int, Lease[Full, Held]]: ...
     @property

@@ -50,7 +50,14 @@ from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from unicache.dump.schema import FORMAT, VERSION, JSON, JSONObject
 from unicache.dump.writer import SectionCapture, describe_error, node_json, producer, to_json_value
 from unicache.integrations.sglang.treecore.errors import TreeCoreSanityError, UnknownNodeError
-from unicache.integrations.sglang.treecore.receipts import DEVICE_LOCK, FULL_PIN, FullHost, MambaHost, TreeReceipt
+from unicache.integrations.sglang.treecore.receipts import (
+    DEVICE_LOCK,
+    FULL_PIN,
+    FullHost,
+    MambaHost,
+    SWAHost,
+    TreeReceipt,
+)
 from unicache.integrations.sglang.treecore.corestate import CoreState
 
 if TYPE_CHECKING:
@@ -78,13 +85,16 @@ def _holder_ids(lease: Borrowed[Lease[Any, Held]]) -> list[JSON]:
 
 
 def _tier(lease: Borrowed[Lease[Any, Held]]) -> str:
-    return "host" if lease.component is FullHost or lease.component is MambaHost else "device"
+    component = lease.component
+    return "host" if component is FullHost or component is MambaHost or component is SWAHost else "device"
 
 
 def _component_name(marker: object) -> str:
-    """The dump's component of a lease component (``mamba`` for the Mamba tiers, else ``full``)."""
+    """The dump's component of a lease component (``mamba``, ``swa`` for their tiers, else ``full``)."""
     name = marker if isinstance(marker, str) else getattr(marker, "__name__", "")
-    return "mamba" if name.startswith("Mamba") else "full"
+    if name.startswith("Mamba"):
+        return "mamba"
+    return "swa" if name.startswith("SWA") else "full"
 
 
 class _Pinned:
@@ -126,16 +136,27 @@ def _node_json(core: CoreState, node: Node, pinned: dict[int, _Pinned]) -> JSONO
             "device": _state_json(mamba.device_state(node)), "host": _state_json(mamba.host_state(node)),
             "pins": _pins_json(node, (mamba.store.pins(node), mamba.handed.host_pins(node)), pinned),
         }
+    swa = core.swa
+    if swa is not None:
+        sd, sh = swa.device_state(node), swa.host_state(node)
+        components["swa"] = {
+            "device": None if sd is None else [int(v) for v in sd.tolist()],
+            "host": None if sh is None else [int(v) for v in sh.tolist()],
+            "pins": _pins_json(node, (swa.store.pins(node), swa.handed.host_pins(node)), pinned),
+        }
     return node_json(node, components)
 
 
 def _scope(core: CoreState, lease: Borrowed[Lease[Any, Held]]) -> list[JSON] | None:
     """What a device lock or Full pin must pin: its anchor's path to the root, for Mamba its anchor alone
-    (none for host-tier leases)."""
+    (none for host-tier leases, nor for SWA's window segment, which splits since the lock may have grown)."""
     owner = lease.owner
     if not isinstance(owner, TreeReceipt) or owner.kind not in (DEVICE_LOCK, FULL_PIN):
         return None
-    mamba = _component_name(lease.component) == "mamba"
+    name = _component_name(lease.component)
+    if name == "swa":
+        return None
+    mamba = name == "mamba"
     if not mamba and ComponentType.FULL in owner.skipped_lock_components:
         return []
     try:
@@ -294,7 +315,7 @@ def capture_core(core: CoreState, *, error: BaseException | None = None,
         "seed": None,
         "step": None,
         "config": cap("config", lambda: _config(core)) or {},
-        "components": ["full"] if core.mamba is None else ["full", "mamba"],
+        "components": ["full", *(["swa"] if core.swa is not None else []), *(["mamba"] if core.mamba is not None else [])],
         "epoch": cap("epoch", lambda: core.ledger.epoch) or 0,
         "tree": tree_doc if tree_doc is not None else {"root": 0, "nodes": [dict(_EMPTY_ROOT)]},
         "pools": {},

@@ -74,7 +74,9 @@ class DeviceEviction(TreeState):
         return self.mamba.finish_eviction(node_id)
 
     def finish_swa_state_eviction(self, node_id: NodeId) -> EvictDeviceNextNodeResult:
-        raise NodeStateError("finish_swa_state_eviction", node_id, "SWA is not a component of this core")
+        if self.swa is None:
+            raise NodeStateError("finish_swa_state_eviction", node_id, "SWA is not a component of this core")
+        return self.swa.finish_eviction(node_id)
 
     def _device_leaf(self, op: str, node_id: NodeId) -> Node:
         node = self.node(node_id)
@@ -98,18 +100,20 @@ class DeviceEviction(TreeState):
 
     def _demote(self, node: Node, result: BaseEvictionResult) -> int:
         """Drop the node's Full device KV and (cascading, as SGLang's) every auxiliary device state on it."""
-        n = self._drop_device(node, result.device_frees[FULL])
+        frees = result.device_frees[FULL]
         for part in self.aux:
             if part.on_device(node):
                 part.drop_device(node, result)
+        n = self._drop_device(node, frees)
         self._maybe_file(node)
         return n
 
     def _delete_unbacked(self, node: Node, result: BaseEvictionResult) -> int:
         """Free an unbacked device leaf (every component), remove it, then its childless tombstone ancestors."""
-        n = self._drop_device(node, result.device_frees[FULL])
+        frees = result.device_frees[FULL]
         for part in self.aux:
             part.drop_all(node, result, count_host=False)
+        n = self._drop_device(node, frees)
         parent = node.parent
         assert parent is not None
         self._remove(node)

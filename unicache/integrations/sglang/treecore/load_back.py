@@ -117,10 +117,11 @@ class LoadBacks(TreeState):
             off += k
         for x in chain:
             self._maybe_file(x)
+        actions: Actions = []
         for comp, xfers in parts:
-            comp.commit_load_back(anchor, xfers, pin)
+            comp.commit_load_back(anchor, xfers, pin, actions)
         self.record.committed()
-        return []
+        return actions
 
     def finish_load_back(self, anchor_node_id: NodeId) -> None:
         anchor = self.node(anchor_node_id)

@@ -18,6 +18,8 @@ from unicache.integrations.sglang.treecore.errors import (
 from unicache.integrations.sglang.treecore.receipts import DEVICE_LOCK, FULL_PIN, HOST_LOCK, FullHost, TreeReceipt
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
 
+SWA = ComponentType.SWA
+
 
 @trait
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -72,6 +74,10 @@ class Locks(TreeState):
         receipt = self._receipt(node_id, params, DEVICE_LOCK)
         key = receipt.lease_id
         skipped = receipt.skipped_lock_components
+        if skip_swa and self.swa is not None and SWA not in skipped and self.swa.holds_lock(key):
+            raise MisdirectedReceiptError(node_id, str(receipt), "SWA",
+                                          "released with skip_swa while its SWA lease is held "
+                                          "(dec_swa_lock_only releases it first)")
         parts = [part for part in self.aux if part.component_type not in skipped and part.holds_lock(key)]
         remaining = any(part.holds_lock(key) for part in self.aux if part not in parts)
         full = key in self.device_locks and (
@@ -86,9 +92,18 @@ class Locks(TreeState):
         return DecLockRefResult()
 
     def dec_swa_lock_only(self, node_id: NodeId, params: DecLockRefParams) -> DecSwaLockOnlyResult:
-        """FULL alone has no SWA part: the receipt is checked, nothing is released (SGLang's outcome)."""
-        self._receipt(node_id, params, DEVICE_LOCK)
-        return DecSwaLockOnlyResult()
+        """SGLang's early SWA release: the receipt's SWA lease goes (its Full lease stays, released later with
+        ``skip_swa``); a drained node that is an evictable device leaf loses its SWA into the result. Without
+        an SWA part (or with a receipt skipping SWA) the receipt is checked and nothing released."""
+        receipt = self._receipt(node_id, params, DEVICE_LOCK)
+        result = DecSwaLockOnlyResult()
+        swa = self.swa
+        if swa is None or SWA in receipt.skipped_lock_components:
+            return result
+        if not swa.holds_lock(receipt.lease_id):
+            raise SpentReceiptError(node_id, str(receipt), "SWA", "its SWA lease was already released")
+        swa.unlock_window(receipt.lease_id, result)
+        return result
 
     def inc_host_lock_ref(self, node_id: NodeId) -> IncLockRefResult:
         node = self.node(node_id)

@@ -46,6 +46,7 @@ from unicache.components.mamba import MambaStore
 from unicache.integrations.sglang.treecore.errors import NodeStateError
 from unicache.integrations.sglang.treecore.part import ComponentPart, PartHost
 from unicache.integrations.sglang.treecore.receipts import LoadBackPin, MambaHost, TreeReceipt
+from unicache.integrations.sglang.treecore.walk import Actions
 from unicache.markers import Mamba
 from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree
@@ -95,6 +96,17 @@ class StateLRU:
         nxt = self.newer.pop(nid)
         self.newer[prev] = nxt
         self.older[nxt] = prev
+
+    def insert_older(self, ref: Node, node: Node) -> None:
+        """File `node` just older than `ref` (a split's upper fragment beside its lower one)."""
+        nid = node.id
+        assert nid not in self.nodes and ref.id in self.nodes, (nid, ref.id)
+        self.nodes[nid] = node
+        prev = self.older[ref.id]
+        self.newer[prev] = nid
+        self.older[nid] = prev
+        self.newer[nid] = ref.id
+        self.older[ref.id] = nid
 
     def move_to_mru(self, node: Node) -> None:
         self.remove(node)
@@ -308,7 +320,8 @@ class MambaPart(ComponentPart):
         return result._replace(mamba_branching_seqlen=aligned if aligned > boundary else None,
                                mamba_host_hit_length=host_hit)
 
-    def commit_insert(self, node: Node, is_new_leaf: bool, params: InsertParams, result: InsertResult) -> None:
+    def commit_insert(self, node: Node, is_new_leaf: bool, params: InsertParams, result: InsertResult,
+                      actions: Actions) -> None:
         """The insert's state lands on its target (new leaf, or a node without one); else it already exists."""
         value = params.mamba_value
         if value is None:
@@ -360,7 +373,8 @@ class MambaPart(ComponentPart):
             out.append(PoolTransfer(name=PoolName.MAMBA, host_indices=host, device_indices=idx.unsqueeze(0)))
         return out
 
-    def commit_load_back(self, anchor: Node, xfers: list[PoolTransfer], pin: LoadBackPin) -> None:
+    def commit_load_back(self, anchor: Node, xfers: list[PoolTransfer], pin: LoadBackPin,
+                         actions: Actions) -> None:
         """Publish the loaded state; a lease of `pin` holds the host state it was read from until the ack."""
         if not xfers:
             return

@@ -37,6 +37,8 @@ class Matching(TreeState):
         full_hit = 0
         actions: Actions = []
         children = node.children
+        for part in aux:
+            part.match_begin()
         while pos < n and children:
             if tb[pos * TOKEN_BYTES: (pos + self.page_size) * TOKEN_BYTES] not in children:
                 break
@@ -51,9 +53,16 @@ class Matching(TreeState):
                 self._take_split_action(actions)
             node = child
             if aux:
-                if all(part.usable(child, hicache) for part in aux):
+                ok = True
+                ok_dev = on_dev
+                for part in aux:
+                    if not part.usable(child, hicache):
+                        ok = False
+                    if not part.device_usable(child):
+                        ok_dev = False
+                if ok:
                     best = child
-                if on_dev and all(part.on_device(child) for part in aux):
+                if ok_dev:
                     best_dev = child
             elif on_dev:
                 best = best_dev = child

@@ -27,6 +27,7 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
 
 from leases import LeaseLedger
 from unicache.integrations.sglang.treecore.receipts import LoadBackPin, TreeReceipt
+from unicache.integrations.sglang.treecore.walk import Actions
 from unicache.tree.node import Node
 from unicache.tree.radix import RadixTree
 
@@ -62,6 +63,24 @@ class PartHost(Protocol):
     def evict_host_leaf(self, node: Node, result: BaseEvictionResult) -> int: ...
 
     def refile(self, node: Node) -> None: ...
+
+    @property
+    def has_swa_host_pool(self) -> bool: ...
+
+    def write_through_ack(self, node: Node) -> Optional[int]: ...
+
+    def full_device_tensor(self, node: Node) -> Optional[torch.Tensor]:
+        """The node's Full device indices as SGLang handed them in, or None."""
+
+    def full_pinned(self, node: Node) -> bool:
+        """Whether a live lease pins the node's Full device tier (SGLang's Full `lock_ref`)."""
+
+    def replace_full_device(self, node: Node, tensor: torch.Tensor) -> None:
+        """Give `node` (Full on device) the request's fresh Full indices `tensor` instead (the old ones are
+        freed by the caller's action)."""
+
+    def split_node(self, node: Node, k: int, actions: Actions) -> Node:
+        """Split `node` after its first `k` tokens (any split action into `actions`); returns the upper part."""
 
 
 class ComponentPart(abc.ABC):
@@ -117,6 +136,10 @@ class ComponentPart(abc.ABC):
     def forget(self, node: Node) -> None:
         """A node leaves the tree (it holds nothing of this component by then)."""
 
+    def split(self, upper: Node, lower: Node) -> None:
+        """The tree split `lower` into `upper` + `lower` (the store's columns with it); by default the
+        component's data and pins stay with `lower`."""
+
     # ---- locks ----
 
     @abc.abstractmethod
@@ -140,9 +163,17 @@ class ComponentPart(abc.ABC):
 
     # ---- match and insert ----
 
+    def match_begin(self) -> None:
+        """A match walk starts at the root (validators that read the path so far reset)."""
+
     @abc.abstractmethod
     def usable(self, node: Node, hicache: bool) -> bool:
-        """SGLang's match validator of this component (device only unless `hicache`)."""
+        """SGLang's match validator of this component (device only unless `hicache`), called on every node
+        of the walk in order."""
+
+    def device_usable(self, node: Node) -> bool:
+        """SGLang's device match validator of this component, called on every node of the walk in order."""
+        return self.on_device(node)
 
     @abc.abstractmethod
     def match_end(self, best: Node) -> None:
@@ -152,7 +183,21 @@ class ComponentPart(abc.ABC):
     def finalize_match(self, result: MatchResult, best: Node) -> MatchResult: ...
 
     @abc.abstractmethod
-    def commit_insert(self, node: Node, is_new_leaf: bool, params: InsertParams, result: InsertResult) -> None: ...
+    def commit_insert(self, node: Node, is_new_leaf: bool, params: InsertParams, result: InsertResult,
+                      actions: Actions) -> None: ...
+
+    def insert_overlap(self, node: Node, pos: int, m: int, value: torch.Tensor, params: InsertParams,
+                       result: InsertResult, actions: Actions) -> int:
+        """An insert walked over `node` (tokens [pos, pos + m), on device); returns where the request's
+        duplicate KV starts relative to `pos` (all of it, `m`, by default)."""
+        return m
+
+    def recover_after_unevict(self, node: Node, params: InsertParams, result: InsertResult,
+                              actions: Actions) -> None:
+        """An insert restored `node`'s Full KV from the request's fresh KV."""
+
+    def finish_insert(self, target: Node) -> None:
+        """An insert ended at `target` (SGLang's insert-end recency refresh)."""
 
     @abc.abstractmethod
     def needs_backup(self, node: Node) -> bool:
@@ -170,7 +215,8 @@ class ComponentPart(abc.ABC):
     def load_back_transfers(self, anchor: Node, req: Optional[Req]) -> Optional[list[PoolTransfer]]: ...
 
     @abc.abstractmethod
-    def commit_load_back(self, anchor: Node, xfers: list[PoolTransfer], pin: LoadBackPin) -> None: ...
+    def commit_load_back(self, anchor: Node, xfers: list[PoolTransfer], pin: LoadBackPin,
+                         actions: Actions) -> None: ...
 
     @abc.abstractmethod
     def finish_load_back(self, pin: LoadBackPin) -> None: ...

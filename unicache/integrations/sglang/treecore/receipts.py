@@ -49,6 +49,11 @@ class MambaHost:
     """Lease component of Mamba host-tier pins (host locks and load-backs reading a host state)."""
 
 
+@final
+class SWAHost:
+    """Lease component of SWA host-tier pins (host locks over a window, load-backs reading host SWA values)."""
+
+
 @dataclasses.dataclass(eq=False)
 class TreeReceipt(IncLockRefResult, DecLockRefParams):
     """SGLang's lock receipt (acquire result and release params at once), the owner of one lease.

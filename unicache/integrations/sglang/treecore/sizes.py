@@ -46,13 +46,13 @@ class Sizes(TreeState):
         return self._protected
 
     def swa_evictable_size(self) -> int:
-        return 0
+        return 0 if self.swa is None else self.swa.total - self.swa.protected
 
     def mamba_evictable_size(self) -> int:
         return 0 if self.mamba is None else self.mamba.total - self.mamba.protected
 
     def swa_protected_size(self) -> int:
-        return 0
+        return 0 if self.swa is None else self.swa.protected
 
     def mamba_protected_size(self) -> int:
         return 0 if self.mamba is None else self.mamba.protected

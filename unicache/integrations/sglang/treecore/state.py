@@ -30,13 +30,14 @@ from leases import Borrowed, Held, Lease, LeaseLedger, PinSet
 from unicache.components.full import FullStore
 from unicache.components.handed import HandedValues
 from unicache.integrations.sglang.mamba import LeaseMambaComponent
-from unicache.integrations.sglang.treecore.errors import NamespacedKeyError, UnknownNodeError
+from unicache.integrations.sglang.treecore.errors import NamespacedKeyError, NodeStateError, UnknownNodeError
 from unicache.integrations.sglang.treecore.mamba import MambaPart
 from unicache.integrations.sglang.treecore.part import ComponentPart
 from unicache.integrations.sglang.treecore.record import CoreRecord
 from unicache.integrations.sglang.treecore.receipts import FullHost, LoadBackPin, TreeReceipt, WriteThroughMark
 from unicache.integrations.sglang.treecore.refusals import refuse_unsupported
-from unicache.integrations.sglang.treecore.values import host_tensor
+from unicache.integrations.sglang.treecore.swa import SWAPart
+from unicache.integrations.sglang.treecore.values import host_tensor, id_list
 from unicache.integrations.sglang.treecore.walk import Actions, InsertWalk
 from unicache.markers import Full
 from unicache.tree.node import Node
@@ -118,7 +119,15 @@ class TreeState:
         self.load_backs: dict[int, deque[Lease[FullHost, Held]]] = {}
         comps = tuple(params.tree_components or components)
         self.mamba = MambaPart(self, params.page_size) if ComponentType.MAMBA in comps else None
-        self.aux: tuple[ComponentPart, ...] = () if self.mamba is None else (self.mamba,)
+        window = params.swa_retain_window
+        self.swa = (SWAPart(self, params.page_size, window)
+                    if ComponentType.SWA in comps and window is not None else None)
+        parts: dict[ComponentType, ComponentPart] = {}
+        if self.swa is not None:
+            parts[ComponentType.SWA] = self.swa
+        if self.mamba is not None:
+            parts[ComponentType.MAMBA] = self.mamba
+        self.aux: tuple[ComponentPart, ...] = tuple(parts[c] for c in comps if c in parts)
         """The configured components beyond Full, in SGLang's order; the core calls each at every step."""
         mamba = components.get(ComponentType.MAMBA)
         if mamba is not None and type(mamba) is MambaComponent:
@@ -170,6 +179,28 @@ class TreeState:
 
     def full_on_host(self, node: Node) -> bool:
         return node.parent is not None and self.store.host_col[node.slot] is not None
+
+    def full_device_tensor(self, node: Node) -> Optional[torch.Tensor]:
+        """The node's Full device indices as SGLang handed them in (`_tensors`), or None."""
+        return self._tensors.get(node.id)
+
+    def full_pinned(self, node: Node) -> bool:
+        return self._dev_pinned(node)
+
+    def replace_full_device(self, node: Node, tensor: torch.Tensor) -> None:
+        """Give `node` (Full on device) the fresh Full indices `tensor` (SGLang's SWA recovery on insert: the
+        old indices are freed by its `FreeDeviceKVFullOnly` action, not handed back here)."""
+        old = self.store.dev[node.slot]
+        if old is None or len(old) != tensor.numel():
+            raise NodeStateError("insert", node.id, "replacing Full KV that is not on device, or of another length")
+        self.store.set_device(node, id_list(tensor))
+        self._tensors[node.id] = tensor
+
+    def split_node(self, node: Node, k: int, actions: Actions) -> Node:
+        """Split `node` after its first `k` tokens (a pending-backup split action into `actions`); the upper."""
+        upper = self.tree.split(node, k)
+        self._take_split_action(actions)
+        return upper
 
     def load_back_pending(self, node: Node) -> bool:
         """Whether a load-back's Full lease holds the node's host copy (SGLang's `load_back_pending_id`)."""
@@ -376,6 +407,8 @@ class TreeState:
             for host_lease in host:
                 ledger.pin(host_lease, host_target)
         self.store.file_split(upper)
+        for part in self.aux:
+            part.split(upper, lower)
         self._track_dup(upper)
         ack = self.write_through_ack(lower)
         if ack is not None:

@@ -35,6 +35,7 @@ from unicache.integrations.sglang.treecore.match import Matching
 from unicache.integrations.sglang.treecore.metrics import register_core_metrics
 from unicache.integrations.sglang.treecore.sanity import SanityCheck
 from unicache.integrations.sglang.treecore.sizes import Sizes
+from unicache.integrations.sglang.treecore.swa_windows import SWAWindows
 from unicache.integrations.sglang.treecore.unsupported import UnsupportedFeatures
 from unicache.integrations.sglang.treecore.views import TreeViews
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class UnguardedTreeCore(
     Locks, Sizes, Matching, Inserts, DeviceEviction, HostEviction, Backups, LoadBacks, TreeViews, SanityCheck,
-    UnsupportedFeatures, UnifiedTreeCoreInterface,
+    SWAWindows, UnsupportedFeatures, UnifiedTreeCoreInterface,
 ):
     """Tree core "unicache" without its failure guards (see the module docstring)."""
 

@@ -1,4 +1,4 @@
-"""The interface methods of features this core refuses (storage, buffer mode, external linker, SWA)."""
+"""The interface methods of features this core refuses (storage, buffer mode, external linker)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from mypy_extensions import mypyc_attr, trait
 
 from unicache.integrations.sglang.treecore.errors import RefusedFeatureError
 from unicache.integrations.sglang.treecore.state import FULL, TreeState
-from unicache.integrations.sglang.treecore.walk import Actions
 
 
 @trait
@@ -55,14 +54,6 @@ class UnsupportedFeatures(TreeState):
 
     def finish_external_linker_offload(self, node_ids: Sequence[NodeId], ack_id: NodeId, success: bool) -> None:
         raise RefusedFeatureError("the external cache linker")
-
-    def swa_tombstone_ranges(self, key: RadixKey, start: int, end: int,
-                             component_type: ComponentType = ComponentType.SWA) -> list[tuple[int, int]]:
-        raise ValueError(f"component is not enabled: {component_type}")
-
-    def attach_swa_window(self, key: RadixKey, window_start: int, window_end: int, swa_values: torch.Tensor,
-                          component_type: ComponentType = ComponentType.SWA) -> Actions:
-        raise ValueError(f"component is not enabled: {component_type}")
 
     def set_component_device_value(self, node_id: NodeId, component_type: ComponentType,
                                    value: torch.Tensor) -> None:
