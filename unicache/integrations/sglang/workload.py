@@ -21,7 +21,11 @@ from typing import TYPE_CHECKING, Optional, cast
 import torch
 from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
 from sglang.srt.environ import envs
-from sglang.srt.mem_cache.allocator import BaseTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from sglang.srt.mem_cache.allocator import (
+    BaseTokenToKVPoolAllocator,
+    PagedTokenToKVPoolAllocator,
+    TokenToKVPoolAllocator,
+)
 from sglang.srt.mem_cache.allocator.mamba import MambaSlotAllocator
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import (
@@ -56,6 +60,13 @@ def _align(n: int, page: int) -> int:
     return max(page, (n // page) * page)
 
 
+def check_page_size(page_size: int, where: str) -> int:
+    """`page_size` if it is an int >= 1, else a `ValueError` naming `where` (no clamping)."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+        raise ValueError(f"{where}: page_size must be an int >= 1, got {page_size!r}")
+    return page_size
+
+
 def gen_workload(
     seed: int,
     *,
@@ -67,17 +78,22 @@ def gen_workload(
     window: int = 16,
     vocab: int = 150_000,
     fork: float = 0.0,
+    page_size: int = 1,
 ) -> tuple[list[Request], int]:
-    """Multi-turn sessions sharing system prompts, interleaved `window` at a time (page size 1).
+    """Multi-turn sessions sharing system prompts, interleaved `window` at a time.
 
     Returns (requests, unique tokens); a request is (session, turn, tokens).
+    As in the harness, every system prompt and every turn's chunk is
+    `_align`ed down to whole pages of `page_size` (at least one page), so
+    every request is page-aligned; at page size 1 nothing changes.
     `fork > 0` (not in the harness): a session that starts forks, with this
     probability, from the current history of a random active session (a
     regenerated or branched chat), so a node holding a Mamba state becomes
     internal; with `fork=0` the requests are the harness's, draw for draw.
     """
+    page = check_page_size(page_size, "gen_workload")
     rng = random.Random(seed)
-    prompts = [[rng.randint(1, vocab) for _ in range(rng.randint(*sys_len))] for _ in range(n_sys)]
+    prompts = [[rng.randint(1, vocab) for _ in range(_align(rng.randint(*sys_len), page))] for _ in range(n_sys)]
     sess_sys = [rng.randrange(n_sys) for _ in range(sessions)]
     history: list[list[int]] = [list(prompts[s]) for s in sess_sys]
     next_turn = [0] * sessions
@@ -88,7 +104,7 @@ def gen_workload(
     while active:
         k = rng.randrange(len(active))
         s = active[k]
-        chunk = rng.randint(*turn_len)
+        chunk = _align(rng.randint(*turn_len), page)
         history[s].extend(rng.randint(1, vocab) for _ in range(chunk))
         unique += chunk
         reqs.append((s, next_turn[s], array("q", history[s])))
@@ -108,11 +124,12 @@ def gen_workload(
 
 @dataclass(slots=True)
 class CacheSetup:
-    """SGLang objects of one cache: the cache, its KV allocator and its req-to-token pool."""
+    """SGLang objects of one cache: the cache, its KV allocator, its req-to-token pool and page size."""
 
     cache: UnifiedRadixCache
     allocator: BaseTokenToKVPoolAllocator
     req_to_token: ReqToTokenPool
+    page_size: int = 1
 
     @property
     def mamba_allocator(self) -> Optional[MambaSlotAllocator]:
@@ -149,28 +166,42 @@ def build_cache(
     swa_window: Optional[int] = None,
     swa_tokens: Optional[int] = None,
     cache_class: type[UnifiedRadixCache] = UnifiedRadixCache,
+    page_size: int = 1,
 ) -> CacheSetup:
-    """A real `UnifiedRadixCache` with HiCache on CPU (page size 1), tree core `backend`.
+    """A real `UnifiedRadixCache` with HiCache on CPU, page size `page_size`, tree core `backend`.
 
     `backend=None` leaves the choice to SGLang (`SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND`).
     `swa_window` (not with `mamba`) builds Full+SWA with that sliding window,
     an SWA pool of `swa_tokens` (default: as large as the Full pool; smaller, and
     the SWA eviction walk runs). `cache_class`: `UnifiedRadixCache`
     or a subclass (`LeaseUnifiedRadixCache`).
+
+    At `page_size > 1` the device pools, the host pools (through the server
+    arguments) and the tree all use that page; the KV allocator is SGLang's
+    paged one (`PagedTokenToKVPoolAllocator`; for SWA both of its halves);
+    `device_tokens` must be whole pages. With Mamba, SGLang requires its
+    extra (ping-pong) buffer above page size 1 (`MambaComponent` asserts
+    it), so it is switched on there as SGLang's unit-test kit does, and the
+    Mamba cache chunk is `max(64, page_size)` as in the kit and the harness.
     """
+    page = check_page_size(page_size, "build_cache")
     if mamba and swa_window is not None:
         raise ValueError("build_cache: choose Mamba or SWA, not both")
+    if device_tokens < page or device_tokens % page:
+        raise ValueError(f"build_cache: device_tokens={device_tokens} is not a positive number of "
+                         f"whole pages of page_size={page}")
     install_cpu_shims(copy_bytes=copy_bytes)
     args = server_args(
         model_path="dummy",
-        page_size=1,
+        page_size=page,
         hicache_io_backend="direct",
         hicache_write_policy=policy,
         hicache_ratio=host_ratio,
         hicache_mem_layout="page_first_direct",
     )
-    args._mamba_cache_chunk_size = 64
+    args._mamba_cache_chunk_size = max(64, page)
     set_global_server_args_for_scheduler(args)
+    extra_buffer = mamba and page > 1
     dtype = torch.bfloat16
     r2t: ReqToTokenPool
     kv: KVCache
@@ -186,11 +217,11 @@ def build_cache(
         r2t = HybridReqToTokenPool(
             size=4, mamba_size=mamba_slots, mamba_spec_state_size=4,
             max_context_len=max_context_len, device="cpu", enable_memory_saver=False,
-            cache_params=params, mamba_layer_ids=[0], enable_mamba_extra_buffer=False,
+            cache_params=params, mamba_layer_ids=[0], enable_mamba_extra_buffer=extra_buffer,
             speculative_num_draft_tokens=3,
         )
         kv = HybridLinearKVPool(
-            size=device_tokens, dtype=dtype, page_size=1, head_num=1, head_dim=8,
+            size=device_tokens, dtype=dtype, page_size=page, head_num=1, head_dim=8,
             full_attention_layer_ids=[1], device="cpu", enable_memory_saver=False,
             mamba_pool=r2t.mamba_pool,
         )
@@ -199,7 +230,7 @@ def build_cache(
         r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
                              enable_memory_saver=False)
         kv = swa_kv = SWAKVPool(
-            size=device_tokens, size_swa=swa_tokens or device_tokens, page_size=1, dtype=dtype, head_num=1,
+            size=device_tokens, size_swa=swa_tokens or device_tokens, page_size=page, dtype=dtype, head_num=1,
             head_dim=8, swa_attention_layer_ids=[1], full_attention_layer_ids=[0], device="cpu",
         )
         comps = (ComponentType.FULL, ComponentType.SWA)
@@ -207,25 +238,28 @@ def build_cache(
         r2t = ReqToTokenPool(size=4, max_context_len=max_context_len, device="cpu",
                              enable_memory_saver=False)
         kv = MHATokenToKVPool(
-            size=device_tokens, page_size=1, dtype=dtype, head_num=1, head_dim=8,
+            size=device_tokens, page_size=page, dtype=dtype, head_num=1, head_dim=8,
             layer_num=1, device="cpu", enable_memory_saver=False,
         )
         comps = (ComponentType.FULL,)
     alloc: BaseTokenToKVPoolAllocator
     if swa_kv is not None:
-        alloc = SWATokenToKVPoolAllocator(size=device_tokens, size_swa=swa_tokens or device_tokens, page_size=1,
+        alloc = SWATokenToKVPoolAllocator(size=device_tokens, size_swa=swa_tokens or device_tokens, page_size=page,
                                           dtype=dtype, device="cpu", kvcache=swa_kv, need_sort=False)
+    elif page > 1:
+        alloc = PagedTokenToKVPoolAllocator(size=device_tokens, page_size=page, dtype=dtype, device="cpu",
+                                            kvcache=kv, need_sort=False)
     else:
         alloc = TokenToKVPoolAllocator(size=device_tokens, dtype=dtype, device="cpu",
                                        kvcache=kv, need_sort=False)
     init = CacheInitParams(
-        req_to_token_pool=r2t, token_to_kv_pool_allocator=alloc, page_size=1, disable=False,
-        tree_components=comps, enable_mamba_extra_buffer=False, eviction_policy="lru",
+        req_to_token_pool=r2t, token_to_kv_pool_allocator=alloc, page_size=page, disable=False,
+        tree_components=comps, enable_mamba_extra_buffer=extra_buffer, eviction_policy="lru",
         tree_core_backend=backend, sliding_window_size=swa_window,
     )
     cache = cache_class(params=init)
     cache.init_hicache(args, init)
-    return CacheSetup(cache, alloc, r2t)
+    return CacheSetup(cache, alloc, r2t, page)
 
 
 @dataclass(slots=True)
@@ -260,9 +294,14 @@ def replay(
     harness); `n > 1` starts and acks the queued load-backs only every `n`
     requests, so load-backs overlap as they do while GPU copies are in flight.
     """
-    cache, alloc = setup.cache, setup.allocator
+    cache, alloc, page = setup.cache, setup.allocator, setup.page_size
+    for i, (_s, _t, tokens) in enumerate(reqs):
+        if len(tokens) % page:
+            raise ValueError(f"replay: request {i} has {len(tokens)} tokens, not whole pages of "
+                             f"page_size={page} (generate it with gen_workload(page_size={page}))")
     mamba_alloc = setup.mamba_allocator
     swa_alloc = alloc if isinstance(alloc, SWATokenToKVPoolAllocator) else None
+    paged_swa = swa_alloc is not None and page > 1
     core = cache.tree_core
     empty = torch.empty(0, dtype=torch.int64)
     res = ReplayResult(requests=len(reqs))
@@ -306,7 +345,13 @@ def replay(
                 cache.evict_for_alloc(EvictParams(
                     num_tokens=max(0, need - swa_alloc.full_available_size()),
                     swa_num_tokens=max(0, need - swa_alloc.swa_available_size())))
-        new_idx = alloc.alloc(need) if need > 0 else empty
+        new_idx: Optional[torch.Tensor]
+        if need <= 0:
+            new_idx = empty
+        elif paged_swa:
+            new_idx = _alloc_paged_swa(alloc, dev_len, len(tokens))
+        else:
+            new_idx = alloc.alloc(need)
         if new_idx is None:
             raise RuntimeError(f"request {i}: device KV allocation of {need} tokens failed")
         slot = None
@@ -338,14 +383,34 @@ def replay(
     return res
 
 
+def _alloc_paged_swa(alloc: BaseTokenToKVPoolAllocator, prefix_len: int, seq_len: int) -> Optional[torch.Tensor]:
+    """KV slots for tokens [prefix_len, seq_len) of one request, from SWA's paged allocator.
+
+    That allocator's `alloc` asserts page size 1; its `alloc_extend` takes a
+    batch, here of one request. The prefix is whole pages, so no slot
+    continues the prefix's last page and `last_loc` -1 (no prefix) is
+    exact for every request.
+    """
+    lens = torch.tensor([prefix_len], dtype=torch.int64)
+    seqs = torch.tensor([seq_len], dtype=torch.int64)
+    out: Optional[torch.Tensor] = cast(SWATokenToKVPoolAllocator, alloc).alloc_extend(
+        prefix_lens=lens, prefix_lens_cpu=lens, seq_lens=seqs, seq_lens_cpu=seqs,
+        last_loc=torch.tensor([-1], dtype=torch.int64), extend_num_tokens=seq_len - prefix_len)
+    return out
+
+
 def pool_sizes(
-    reqs: list[Request], unique: int, host_ratio: float = 12.0, floor_requests: int = 2
+    reqs: list[Request], unique: int, host_ratio: float = 12.0, floor_requests: int = 2, page_size: int = 1
 ) -> tuple[int, int]:
-    """(device tokens, max context) as the harness sizes them: unique/host_ratio, floored.
+    """(device tokens, max context) as the harness sizes them: unique/host_ratio, floored, whole pages.
 
     The floor is `floor_requests` x the longest request (the harness uses 2:
     one locked request plus its load-back); deferred acks need one more per
-    load-back kept in flight.
+    load-back kept in flight. The device size is `_align`ed down to whole
+    pages of `page_size` (the floor is whole pages already when the requests
+    are) and the context is the longest request plus two pages, as in the
+    harness.
     """
+    page = check_page_size(page_size, "pool_sizes")
     longest = max(len(t) for _, _, t in reqs)
-    return _align(max(int(unique / host_ratio), floor_requests * longest), 1), longest + 2
+    return _align(max(int(unique / host_ratio), floor_requests * longest), page), longest + 2 * page

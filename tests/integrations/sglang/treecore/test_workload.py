@@ -13,13 +13,13 @@ from sglang.srt.mem_cache.unified_cache.unified_tree_core_interface import (
 from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
 from unicache.integrations.sglang.workload import ReplayResult, Request, build_cache, gen_workload, pool_sizes, replay
 
-_WORKLOAD: dict[tuple[int, float], tuple[list[Request], int]] = {}
+_WORKLOAD: dict[tuple[int, float, int], tuple[list[Request], int]] = {}
 
 
-def _workload(sessions: int, fork: float = 0.0) -> tuple[list[Request], int]:
-    if (sessions, fork) not in _WORKLOAD:
-        _WORKLOAD[(sessions, fork)] = gen_workload(0, sessions=sessions, fork=fork)
-    return _WORKLOAD[(sessions, fork)]
+def _workload(sessions: int, fork: float = 0.0, page_size: int = 1) -> tuple[list[Request], int]:
+    if (sessions, fork, page_size) not in _WORKLOAD:
+        _WORKLOAD[(sessions, fork, page_size)] = gen_workload(0, sessions=sessions, fork=fork, page_size=page_size)
+    return _WORKLOAD[(sessions, fork, page_size)]
 
 
 @pytest.mark.parametrize("ack_every", [1, 4])
@@ -136,3 +136,44 @@ def _assert_same_work(runs: dict[str, ReplayResult]) -> None:
     assert uc.per_request == py.per_request
     assert uc.digest == py.digest
     assert (uc.load_backs, uc.load_backs_declined) == (py.load_backs, py.load_backs_declined)
+
+
+@pytest.mark.parametrize("mamba", [False, True], ids=["FULL", "FULL+MAMBA"])
+@pytest.mark.parametrize("ack_every", [1, 4])
+@pytest.mark.parametrize("policy", ["write_back", "write_through"])
+def test_unicache_core_matches_python_core_at_page_size_16(policy: str, ack_every: int, mamba: bool) -> None:
+    """Page size 16 (paged allocator; Mamba with SGLang's extra buffer, 6 slots), forked sessions.
+
+    Per-request outcomes, digest and load-back counts equal the Python
+    core's; both cores are `sanity_check`ed every 5 requests (at this page
+    size stock's write-through "Duplicate missing" does not arise here).
+    """
+    reqs, unique = _workload(24, 0.5, page_size=16)
+    device, ctx = pool_sizes(reqs, unique, floor_requests=2 if ack_every == 1 else 5, page_size=16)
+    runs = {}
+    for backend in ("python", "unicache"):
+        setup = build_cache(backend=backend, mamba=mamba, device_tokens=device, policy=policy, max_context_len=ctx,
+                            mamba_slots=6, page_size=16)
+        runs[backend] = replay(setup, reqs, check_every=5, ack_every=ack_every)
+        core = setup.cache.tree_core
+        if backend == "unicache":
+            assert isinstance(core, UnicacheTreeCore) and core.page_size == 16
+            _assert_no_lease_left(core)
+        setup.cache.release_host_resources()
+    _assert_same_work(runs)
+
+
+@pytest.mark.parametrize("bad", [0, -16, True])
+def test_page_size_is_validated(bad: int) -> None:
+    """A bad page size, or a device pool of part pages, is a typed error, not clamped."""
+    with pytest.raises(ValueError, match="page_size"):
+        build_cache(backend="unicache", mamba=False, device_tokens=64, page_size=bad)
+    with pytest.raises(ValueError, match="page_size"):
+        gen_workload(0, sessions=1, page_size=bad)
+    with pytest.raises(ValueError, match="device_tokens=40"):
+        build_cache(backend="unicache", mamba=False, device_tokens=40, page_size=16)
+    reqs, _ = gen_workload(0, sessions=1, turns=1, sys_len=(17, 17), turn_len=(1, 1))
+    setup = build_cache(backend="unicache", mamba=False, device_tokens=64, page_size=16)
+    with pytest.raises(ValueError, match="request 0 has 18 tokens"):
+        replay(setup, reqs)
+    setup.cache.release_host_resources()
