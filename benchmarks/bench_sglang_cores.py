@@ -2,11 +2,12 @@
 
 Run (in the SGLang venv, from the checkout): `make bench-sglang`, or
 `.venv-sglang/bin/python benchmarks/bench_sglang_cores.py [--rounds R] [--sessions N]
-[--clock wall|cpu] [--harness PATH/sglang_harness.py] [--json PATH] [--compiled DIR|none]`.
+[--clock wall|cpu] [--harness PATH/sglang_harness.py] [--json PATH] [--compiled DIR|none]
+[--configs FULL,FULL+MAMBA,FULL+SWA] [--page-size P] [--policy write_back|write_through]`.
 
 Part 1, throughput: each round runs the cores back to back (order
 rotated per round) on the same requests: "python", "leases", "rust",
-"unicache" (FULL and FULL+MAMBA) on the pure build, and
+"unicache" (each of `--configs`, at `--page-size`, under `--policy`) on the pure build, and
 "unicache-compiled": tree core "unicache" on the compiled build (the copy
 `--compiled`, by default `build/compiled-sglang` of `make setup-sglang`,
 run in a worker process started once whose modules are checked to be
@@ -15,7 +16,11 @@ medians over the rounds, and the ratios of "leases", "unicache" and
 "unicache-compiled" to "python" and "rust" are printed, both as
 the ratio of the medians and as the median of the per-round ratios (each
 taken from runs seconds apart, so less exposed to a shared machine's load
-swings). `--clock cpu` times the replay loop in process CPU time instead of
+swings). FULL+SWA runs with sliding window `--swa-window` and an SWA pool
+of `--swa-ratio` times the Full pool (SGLang's `swa_full_tokens_ratio`,
+default 0.8 as in SGLang), so SWA's own eviction walk runs. At
+`--page-size` above 1 the workload is generated page-aligned (as the
+harness does) and Mamba uses SGLang's extra buffer. `--clock cpu` times the replay loop in process CPU time instead of
 wall time (other jobs on the machine then cost less noise). Digests must
 agree across cores, or the run aborts (different work is not compared).
 
@@ -72,18 +77,27 @@ COMPILED = "unicache-compiled"
 OURS = ("leases", "unicache", COMPILED)
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ["write_back"]
+CONFIGS = ("FULL", "FULL+MAMBA", "FULL+SWA")
 
 
-def _check_harness(path: str, seed: int, sessions: int, reqs: list[Request]) -> None:
+class Shape:
+    """What every replay of a run shares: page size, SWA window and SWA pool ratio (set once by `main`)."""
+
+    page_size = 1
+    swa_window = 512
+    swa_ratio = 0.8
+
+
+def _check_harness(path: str, seed: int, sessions: int, page_size: int, reqs: list[Request]) -> None:
     spec = importlib.util.spec_from_file_location("sglang_harness", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot import the harness at {path}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    theirs, _ = mod.gen_workload(seed, sessions=sessions)
+    theirs, _ = mod.gen_workload(seed, sessions=sessions, page_size=page_size)
     if [list(t) for _, _, t in theirs] != [list(t) for _, _, t in reqs]:
         raise SystemExit("the harness generates a different workload for these parameters")
-    print(f"# workload identical to {path}'s gen_workload(seed={seed}, sessions={sessions})")
+    print(f"# workload identical to {path}'s gen_workload(seed={seed}, sessions={sessions}, page_size={page_size})")
 
 
 COPY_BYTES = [False]
@@ -93,9 +107,10 @@ CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]
 
 
 def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int,
-         swa_window: int | None = None) -> ReplayResult:
+         swa_window: int | None = None, swa_tokens: int | None = None) -> ReplayResult:
     setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx,
-                        copy_bytes=COPY_BYTES[0], swa_window=swa_window, policy=POLICY[0])
+                        copy_bytes=COPY_BYTES[0], swa_window=swa_window, swa_tokens=swa_tokens,
+                        policy=POLICY[0], page_size=Shape.page_size)
     try:
         return replay(setup, reqs, ack_every=ack_every, clock=CLOCK[0])
     finally:
@@ -126,7 +141,7 @@ class CompiledWorker:
         return line.strip()
 
     def run(self, label: str) -> tuple[float, int]:
-        """Requests/s and digest of one replay of `label` (FULL or FULL+MAMBA)."""
+        """Requests/s and digest of one replay of `label` (one of `CONFIGS`)."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(label + "\n")
         self.proc.stdin.flush()
@@ -147,20 +162,29 @@ def _serve(reqs: list[Request], unique: int, stdin: IO[str], stdout: IO[str]) ->
     for module in (core, radix):
         if not (module.__file__ or "").endswith(".so"):
             raise SystemExit(f"{COMPILED} worker: {module.__name__} is not compiled ({module.__file__})")
-    device, ctx = pool_sizes(reqs, unique)
+    device, ctx = pool_sizes(reqs, unique, page_size=Shape.page_size)
     print(f"# {COMPILED}: {core.__file__}", file=stdout, flush=True)
     for line in stdin:
-        res = _run("unicache", line.strip() == "FULL+MAMBA", device, ctx, reqs, 1)
+        res = _run_config("unicache", line.strip(), device, ctx, reqs)
         print(json.dumps({"requests": res.requests, "wall_s": res.wall_s, "digest": res.digest}), file=stdout,
               flush=True)
 
 
+def _run_config(core: str, label: str, device: int, ctx: int, reqs: list[Request]) -> ReplayResult:
+    """One throughput replay of configuration `label` (one of `CONFIGS`) on tree core `core`, acks at once."""
+    if label not in CONFIGS:
+        raise SystemExit(f"unknown configuration {label!r} (choose from {', '.join(CONFIGS)})")
+    if label == "FULL+SWA":
+        swa_tokens = int(device * Shape.swa_ratio) // Shape.page_size * Shape.page_size
+        return _run(core, False, device, ctx, reqs, 1, Shape.swa_window, swa_tokens)
+    return _run(core, label == "FULL+MAMBA", device, ctx, reqs, 1)
+
+
 def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str, ...],
                worker: CompiledWorker | None) -> list[dict[str, Any]]:
-    device, ctx = pool_sizes(reqs, unique)
+    device, ctx = pool_sizes(reqs, unique, page_size=Shape.page_size)
     rows: list[dict[str, Any]] = []
     for label in configs:
-        mamba = label == "FULL+MAMBA"
         cores = CORES + ((COMPILED,) if worker is not None else ())
         rps: dict[str, list[float]] = {c: [] for c in cores}
         digests: dict[str, int] = {}
@@ -171,7 +195,7 @@ def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str
                     assert worker is not None
                     rate, digest = worker.run(label)
                 else:
-                    res = _run(core, mamba, device, ctx, reqs, 1)
+                    res = _run_config(core, label, device, ctx, reqs)
                     rate, digest = res.requests / res.wall_s, res.digest
                 rps[core].append(rate)
                 if digests.setdefault(core, digest) != digest:
@@ -180,7 +204,7 @@ def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str
             raise SystemExit(f"{label}: cores did different work: {digests}")
         med = {c: statistics.median(v) for c, v in rps.items()}
         row: dict[str, Any] = {
-            "config": f"{label}/ps1/{POLICY[0]}",
+            "config": f"{label}/ps{Shape.page_size}/{POLICY[0]}",
             "req_per_s": med,
             "req_per_s_all": {c: [round(x, 1) for x in v] for c, v in rps.items()},
             "digest": next(iter(digests.values())),
@@ -201,7 +225,7 @@ def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str
 def overlap(
     reqs: list[Request], unique: int, ack_every: int, variant: str, swa_window: int
 ) -> list[dict[str, Any]]:
-    device, ctx = pool_sizes(reqs, unique, floor_requests=3)
+    device, ctx = pool_sizes(reqs, unique, floor_requests=3, page_size=Shape.page_size)
     rows: list[dict[str, Any]] = []
     kinds: tuple[tuple[str, bool, int | None], ...] = (
         ("FULL", False, None), ("FULL+MAMBA", True, None), (f"FULL+SWA(w={swa_window})", False, swa_window))
@@ -231,14 +255,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-throughput", action="store_true", help="only the overlap part")
     ap.add_argument("--ack-every", type=int, default=4)
     ap.add_argument("--fork", type=float, default=0.5, help="fork probability of the overlap variant")
-    ap.add_argument("--swa-window", type=int, default=512, help="sliding window of the FULL+SWA overlap runs")
+    ap.add_argument("--swa-window", type=int, default=512, help="sliding window of the FULL+SWA runs")
+    ap.add_argument("--swa-ratio", type=float, default=0.8,
+                    help="SWA pool / Full pool of the FULL+SWA throughput runs (SGLang's swa_full_tokens_ratio)")
+    ap.add_argument("--page-size", type=int, default=1, help="page size of the workload, pools and tree")
     ap.add_argument("--transfer", choices=["noop", "copy"], default="noop")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="time the replay loop in wall time or in process CPU time")
     ap.add_argument("--harness", help="path of sglang_harness.py, to confirm the workload is the same")
     ap.add_argument("--json", help="also write the figures here")
-    ap.add_argument("--configs", default="FULL,FULL+MAMBA",
-                    help="throughput configurations, comma-separated: FULL, FULL+MAMBA")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help=f"throughput configurations, comma-separated: {', '.join(CONFIGS)}")
     ap.add_argument("--policy", choices=["write_back", "write_through"], default="write_back",
                     help="HiCache write policy of the throughput runs")
     ap.add_argument("--skip-overlap", action="store_true", help="only the throughput part")
@@ -248,19 +275,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     configs = tuple(c.strip() for c in args.configs.split(",") if c.strip())
-    bad = [c for c in configs if c not in ("FULL", "FULL+MAMBA")]
+    bad = [c for c in configs if c not in CONFIGS]
     if bad:
-        ap.error(f"--configs: unknown configuration {bad[0]!r} (choose from FULL, FULL+MAMBA)")
+        ap.error(f"--configs: unknown configuration {bad[0]!r} (choose from {', '.join(CONFIGS)})")
+    if args.page_size < 1:
+        ap.error(f"--page-size: {args.page_size} is not a positive page size")
+    if args.swa_window < 1:
+        ap.error(f"--swa-window: {args.swa_window} is not a positive window")
+    if not 0.0 < args.swa_ratio <= 1.0:
+        ap.error(f"--swa-ratio: {args.swa_ratio} is not in (0, 1]")
     POLICY[0] = args.policy
+    Shape.page_size, Shape.swa_window, Shape.swa_ratio = args.page_size, args.swa_window, args.swa_ratio
     torch.set_num_threads(1)
     COPY_BYTES[0] = args.transfer == "copy"
     CLOCK[0] = time.process_time_ns if args.clock == "cpu" else time.perf_counter_ns
-    reqs, unique = gen_workload(args.seed, sessions=args.sessions)
+    reqs, unique = gen_workload(args.seed, sessions=args.sessions, page_size=args.page_size)
     if args.worker:
         _serve(reqs, unique, sys.stdin, sys.stdout)
         return
     if args.harness:
-        _check_harness(args.harness, args.seed, args.sessions, reqs)
+        _check_harness(args.harness, args.seed, args.sessions, args.page_size, reqs)
     print(f"# {len(reqs)} requests, {unique} unique tokens; transfers: {args.transfer}; "
           f"clock: {args.clock}; load average {os.getloadavg()[0]:.1f}")
     worker = None
@@ -270,11 +304,12 @@ def main(argv: list[str] | None = None) -> None:
         if state == "compiled":
             worker = CompiledWorker(Path(args.compiled).resolve(), [
                 "--seed", str(args.seed), "--sessions", str(args.sessions), "--clock", args.clock,
-                "--transfer", args.transfer, "--policy", args.policy])
+                "--transfer", args.transfer, "--policy", args.policy, "--page-size", str(args.page_size),
+                "--swa-window", str(args.swa_window), "--swa-ratio", str(args.swa_ratio)])
             print(worker.banner)
         else:
             print(f"# {COMPILED}: skipped ({build}: {state}; `make setup-sglang` builds it)")
-    forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork)
+    forked, forked_unique = gen_workload(args.seed, sessions=args.sessions, fork=args.fork, page_size=args.page_size)
     out = {"throughput": [] if args.skip_throughput else throughput(reqs, unique, args.rounds, configs, worker),
            "overlap": [] if args.skip_overlap else (
                overlap(reqs, unique, args.ack_every, "", args.swa_window)

@@ -138,11 +138,14 @@ def _assert_same_work(runs: dict[str, ReplayResult]) -> None:
     assert (uc.load_backs, uc.load_backs_declined) == (py.load_backs, py.load_backs_declined)
 
 
-@pytest.mark.parametrize("mamba", [False, True], ids=["FULL", "FULL+MAMBA"])
+@pytest.mark.parametrize("components", ["FULL", "FULL+MAMBA", "FULL+SWA"])
 @pytest.mark.parametrize("ack_every", [1, 4])
 @pytest.mark.parametrize("policy", ["write_back", "write_through"])
-def test_unicache_core_matches_python_core_at_page_size_16(policy: str, ack_every: int, mamba: bool) -> None:
-    """Page size 16 (paged allocator; Mamba with SGLang's extra buffer, 6 slots), forked sessions.
+def test_unicache_core_matches_python_core_at_page_size_16(policy: str, ack_every: int, components: str) -> None:
+    """Page size 16 (paged allocator), forked sessions: Mamba with SGLang's extra buffer and 6 slots; SWA
+    with window 32 and an SWA pool of half the Full pool (whole pages), so its own eviction walk runs
+    (at 0.3, as at page size 1, the SWA pool is smaller than one locked 3,504-token request plus the
+    next one's pages and both cores fail the allocation alike).
 
     Per-request outcomes, digest and load-back counts equal the Python
     core's; both cores are `sanity_check`ed every 5 requests (at this page
@@ -150,14 +153,19 @@ def test_unicache_core_matches_python_core_at_page_size_16(policy: str, ack_ever
     """
     reqs, unique = _workload(24, 0.5, page_size=16)
     device, ctx = pool_sizes(reqs, unique, floor_requests=2 if ack_every == 1 else 5, page_size=16)
+    swa = components == "FULL+SWA"
     runs = {}
     for backend in ("python", "unicache"):
-        setup = build_cache(backend=backend, mamba=mamba, device_tokens=device, policy=policy, max_context_len=ctx,
-                            mamba_slots=6, page_size=16)
-        runs[backend] = replay(setup, reqs, check_every=5, ack_every=ack_every)
+        setup = build_cache(backend=backend, mamba=components == "FULL+MAMBA", device_tokens=device, policy=policy,
+                            max_context_len=ctx, mamba_slots=6, page_size=16,
+                            swa_window=32 if swa else None, swa_tokens=device // 2 // 16 * 16 if swa else None)
         core = setup.cache.tree_core
+        walks = _count_swa_walks(core)
+        runs[backend] = replay(setup, reqs, check_every=5, ack_every=ack_every)
+        assert (walks["swa walks"] > 0) == swa
         if backend == "unicache":
             assert isinstance(core, UnicacheTreeCore) and core.page_size == 16
+            assert (core.swa is not None) == swa and (core.mamba is not None) == (components == "FULL+MAMBA")
             _assert_no_lease_left(core)
         setup.cache.release_host_resources()
     _assert_same_work(runs)
