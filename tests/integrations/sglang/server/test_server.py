@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Final
 
 import pytest
 import torch
 
 from unicache.dump import load_dump
-from tests.integrations.sglang.server.launch import ServerConfig, ServerFailed, SGLangServer
 from tests.integrations.sglang.server.model import make_model
 from tests.integrations.sglang.server.observe import lease_metric_problems
 from tests.integrations.sglang.server.scenario import (
@@ -60,11 +58,12 @@ from tests.integrations.sglang.server.scenario import (
 )
 
 CORES: Final = ("rust", "leases", "unicache")
+"""Every core serves every model: ``unicache`` covers FULL, FULL+MAMBA (the GDN state is SGLang's Mamba
+component) and FULL+SWA with one window, and SGLang gives the Gemma SWA model `SWATokenToKVPoolAllocator`
+(no request ring; the unified SWA allocator, which ``unicache`` refuses, needs ``--enable-unified-memory``)."""
 CORE_CLASSES: Final = CACHE_TYPES
 ON_GPU: Final = torch.cuda.is_available()
 HYBRID_MODELS: Final = ("gemma4-swa", "qwen3-next-gdn")
-SWA_MODELS: Final = ("gemma4-swa",)
-"""The models tree core ``unicache`` refuses (it covers FULL and FULL+MAMBA; the GDN state is SGLang's Mamba component)."""
 MODELS: Final = ("llama", *HYBRID_MODELS)
 HIT_TOLERANCE: Final = 0.10
 PREFIX_HITS: Final = {"llama": True, "gemma4-swa": True, "qwen3-next-gdn": False}
@@ -76,14 +75,9 @@ The hybrid expectations are untested: no GPU was lent to the session that wrote 
 needs_gpu = pytest.mark.skipif(not ON_GPU, reason="hybrid models need SGLang's GPU kernels (no CUDA here)")
 
 
-def _cores_for(model: str) -> tuple[str, ...]:
-    """The cores that serve `model`: ``unicache`` covers FULL and FULL+MAMBA and refuses SWA at construction."""
-    return ("rust", "leases") if model in SWA_MODELS else CORES
-
-
 CASES: Final = [
     pytest.param(model, core, id=f"{model}-{core}", marks=() if model == "llama" else needs_gpu)
-    for model in MODELS for core in _cores_for(model)
+    for model in MODELS for core in CORES
 ]
 
 
@@ -148,7 +142,7 @@ def test_trace_window_in_flight_hits_the_host_tier(runs: dict[str, ServerRuns], 
 
 @pytest.mark.parametrize("model", [pytest.param(m, marks=() if m == "llama" else needs_gpu) for m in MODELS])
 def test_hit_totals_agree_across_cores(runs: dict[str, ServerRuns], model: str) -> None:
-    totals = {core: runs[model].get(core).trace_hits.total for core in _cores_for(model)}
+    totals = {core: runs[model].get(core).trace_hits.total for core in CORES}
     low, high = min(totals.values()), max(totals.values())
     assert (high - low) <= HIT_TOLERANCE * high, totals
     assert high > 0 or not PREFIX_HITS[model], totals
@@ -236,17 +230,3 @@ def test_sigusr1_to_the_scheduler_writes_a_live_dump_the_repl_opens(runs: dict[s
                for x in listed), listed
     top = tree["nodes"]
     assert isinstance(top, list) and len(top) > 1, tree
-
-
-@needs_gpu
-@pytest.mark.parametrize("model", SWA_MODELS)
-def test_unicache_core_refuses_an_swa_model_at_construction(tmp_path: Path, model: str) -> None:
-    """Documented: tree core ``unicache`` refuses SWA at construction, in one line naming ``leases``."""
-    path = make_model(model, tmp_path / model)
-    server = SGLangServer(ServerConfig(core="unicache", model=path, workdir=tmp_path, on_cpu=False))
-    with pytest.raises(ServerFailed, match="exited"):
-        try:
-            server.start()
-        finally:
-            server.kill()
-    assert "ValueError" in server.log_text() and "leases" in server.log_text()
