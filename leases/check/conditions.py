@@ -31,7 +31,8 @@ class ConditionsMixin(OwnershipBase):
         """Evaluate a condition; return the states where it is true and false."""
         if self.st is None:
             return None, None
-        self.pop_tested(spellings(e))
+        if self.pop_markers:
+            self.pop_tested(spellings(e))
         t, f = self.test(e)
         names = counted(e)
         if names:
