@@ -15,18 +15,24 @@ from typing import Final
 from mypy.nodes import (
     ARG_STAR,
     ARG_STAR2,
+    AwaitExpr,
     Block,
+    BreakStmt,
     CallExpr,
     Decorator,
     Expression,
     ForStmt,
     FuncBase,
     IntExpr,
+    LambdaExpr,
     ListExpr,
     MatchStmt,
     MemberExpr,
     NameExpr,
+    Node,
+    RaiseStmt,
     RefExpr,
+    ReturnStmt,
     StarExpr,
     TryStmt,
     TupleExpr,
@@ -34,6 +40,8 @@ from mypy.nodes import (
     Var,
     WhileStmt,
     WithStmt,
+    YieldExpr,
+    YieldFromExpr,
 )
 from mypy.patterns import (
     AsPattern,
@@ -56,6 +64,7 @@ from mypy.types import (
     get_proper_type,
 )
 
+from leases.check import codes
 from leases.check.facts import (
     ENTRY,
     HELD,
@@ -85,7 +94,7 @@ from leases.check.model import (
     is_linear_info,
 )
 from leases.check.ownership import OwnershipBase
-from leases.check.walk import name_refs
+from leases.check.walk import children, name_refs
 
 
 class CompoundMixin(OwnershipBase):
@@ -143,9 +152,11 @@ class CompoundMixin(OwnershipBase):
             isinstance(s.expr, IntExpr) and s.expr.value != 0
         )
         loop_locals = self.loop_locals(s, [s.body])
+        self.never_drains(s)
 
         def one_pass(head: State) -> tuple[State | None, State | None]:
             self.st = head
+            self.pop_tested(list(self.pop_markers))  # each iteration asks afresh
             t, f = self.cond(s.expr)
             self.st = t
             if t is not None:
@@ -157,6 +168,36 @@ class CompoundMixin(OwnershipBase):
         if self.st is not None and s.else_body is not None:
             self.block(s.else_body)
         self.st = join_all([self.st, *frame.breaks])
+        self.pop_tested(list(self.pop_markers))
+
+    def never_drains(self, s: WhileStmt) -> None:
+        """`while pins:` over a container of owned values whose body cannot change `pins`.
+
+        The body calls nothing, never names `pins` (or the object holding it)
+        and never leaves the loop: it spins, and what `pins` holds is never
+        released. A body that does any of those is assumed to drain it.
+        """
+        name = spelled(s.expr) if isinstance(s.expr, (NameExpr, MemberExpr)) else None
+        item = container_item(self.types.get(s.expr))
+        if name is None or item is None or is_borrowed(item):
+            return
+        kind = classify(item)
+        if kind is None:
+            return
+        root = name.split(".", 1)[0]
+        stack: list[Node] = [s.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (CallExpr, BreakStmt, ReturnStmt, RaiseStmt, YieldExpr,
+                                 YieldFromExpr, AwaitExpr, FuncBase, LambdaExpr)):
+                return
+            if isinstance(node, NameExpr) and node.name == root:
+                return
+            stack.extend(children(node))
+        self.report(s.line, s.column, codes.LEAK.code,
+                    f'The loop "while {name}:" never takes anything out of "{name}": it does not '
+                    f"end, and the {kind.noun} values there are never {kind.released}; pop one "
+                    f"in each iteration")
 
     def for_stmt(self, s: ForStmt) -> None:
         mode, container = self.iteration(s.expr)
@@ -168,6 +209,7 @@ class CompoundMixin(OwnershipBase):
 
         def one_pass(head: State) -> tuple[State | None, State | None]:
             self.st = dict(head)
+            self.pop_tested(list(self.pop_markers))
             self.bind_loop_target(s.index, mode, container, s.line)
             self.block(s.body)
             return head, self.st
@@ -177,6 +219,7 @@ class CompoundMixin(OwnershipBase):
         if self.st is not None and s.else_body is not None:
             self.block(s.else_body)
         self.st = join_all([self.st, *frame.breaks])
+        self.pop_tested(list(self.pop_markers))
 
     def iteration(self, it: Expression) -> tuple[str, Expression | None]:
         """What a loop over `it` binds: "owned" items (an owning generator), "entry" (items of a

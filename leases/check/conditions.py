@@ -9,6 +9,7 @@ from mypy.nodes import (
     Expression,
     MemberExpr,
     NameExpr,
+    Node,
     OpExpr,
     RefExpr,
     TypeInfo,
@@ -17,9 +18,10 @@ from mypy.nodes import (
 )
 from mypy.types import Instance, NoneType, UnionType, get_proper_type
 
-from leases.check.facts import State, join
+from leases.check.facts import State, join, spelled
 from leases.check.model import LEASE, is_linear_info, tracked_instance
 from leases.check.ownership import OwnershipBase
+from leases.check.walk import children
 
 
 class ConditionsMixin(OwnershipBase):
@@ -27,6 +29,22 @@ class ConditionsMixin(OwnershipBase):
 
     def cond(self, e: Expression) -> tuple[State | None, State | None]:
         """Evaluate a condition; return the states where it is true and false."""
+        if self.st is None:
+            return None, None
+        if self.pop_markers:
+            self.pop_tested(spellings(e))
+        t, f = self.test(e)
+        names = counted(e)
+        if names:
+            after = self.st
+            for st in (t, f):
+                self.st = st
+                self.pop_counted(names)
+            self.st = after
+        return t, f
+
+    def test(self, e: Expression) -> tuple[State | None, State | None]:
+        """`cond` without the bookkeeping of containers tested for pops."""
         if self.st is None:
             return None, None
         if isinstance(e, UnaryExpr) and e.op == "not":
@@ -111,6 +129,32 @@ class ConditionsMixin(OwnershipBase):
                       and ip.type.get("__bool__") is None and ip.type.get("__len__") is None):
                 return False
         return seen_none
+
+
+def spellings(e: Node) -> list[str]:
+    """The spelling of every name and attribute chain in `e` (`len(self.q) > 1`: "self.q", "self")."""
+    out: list[str] = []
+    stack: list[Node] = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (NameExpr, MemberExpr)) and (name := spelled(node)) is not None:
+            out.append(name)
+        stack.extend(children(node))
+    return out
+
+
+def counted(e: Node) -> list[str]:
+    """The containers whose length `e` tests (`len(self.q) >= 2`): "self.q"."""
+    out: list[str] = []
+    stack: list[Node] = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, CallExpr) and isinstance(node.callee, NameExpr) \
+                and node.callee.fullname == "builtins.len" and len(node.args) == 1 \
+                and (name := spelled(node.args[0])) is not None:
+            out.append(name)
+        stack.extend(children(node))
+    return out
 
 
 def _is_none(e: Expression) -> bool:

@@ -48,6 +48,7 @@ from mypy.types import (
     Type,
     TypeType,
     UninhabitedType,
+    UnionType,
     get_proper_type,
 )
 
@@ -334,6 +335,7 @@ class ExpressionsMixin(OwnershipBase):
         generic = self.generic_shape(e)
         handed: list[Value] = []
         absorbed = False
+        pure = isinstance(callee, NameExpr) and callee.fullname.startswith("builtins.")  # len(q)
         for arg, mode in zip(e.args, modes):
             if self.st is None:
                 return OTHER
@@ -358,6 +360,8 @@ class ExpressionsMixin(OwnershipBase):
                 self.sink(arg, self.lend)
             if mode != "own":
                 self.forget_container(arg)
+            if (name := spelled(arg)) is not None and not pure:
+                self.pop_tested([name])
         moved_in = any(self.owns(v) for v in handed)
         if generic is not None and sum(1 for v in handed if self.owns(v)) > 1 \
                 and classify(generic) is not None:
@@ -403,7 +407,11 @@ class ExpressionsMixin(OwnershipBase):
             if moved is not None:
                 if callee.name == "pop" and e.args:
                     self.popped(callee.expr, e, receiver_type)
+                elif not e.args:
+                    self.popped_untested(callee.expr, e)
                 return moved
+        elif isinstance(callee, MemberExpr) and (name := spelled(callee.expr)) is not None:
+            self.pop_tested([name])
         if isinstance(callee, MemberExpr) and callee.name == "get" and e.args:
             item = container_item(receiver_type)
             kind = classify(self.types.get(e))
@@ -518,6 +526,30 @@ class ExpressionsMixin(OwnershipBase):
                         f"second pop takes a value this function never saw stored")
         noun = _noun_of_container(receiver_type)
         self.st[marker] = frozenset({(MOVED, e.line, e.column, noun)})
+
+    def popped_untested(self, container: Expression, e: CallExpr) -> None:
+        """`c.pop()` twice with no test of `c` between: the second takes an item nobody checked is there.
+
+        A duplicated `pins.pop().release()` in a `while pins:` drain releases two
+        leases per test (and raises on the last odd one).
+        """
+        name = spelled(container)
+        if name is None or self.st is None:
+            return
+        marker = self.pop_markers.get(name)
+        if marker is None:
+            marker = self.pop_markers[name] = self.marker(f"{name}.pop()")
+        facts = self.st.get(marker, NOTHING_FACTS)
+        if any(f[0] == HELD for f in facts):
+            return
+        before = sorted(f[1] for f in facts if f[0] == MOVED)
+        if before:
+            modal = "is" if all(f[0] == MOVED for f in facts) else "may be"
+            assert isinstance(e.callee, MemberExpr)
+            self.report(e.line, e.column, codes.DOUBLE_RELEASE.code,
+                        f'"{name}" {modal} popped again (first at line {before[0]}) with no test '
+                        f'that it still holds an item; test it before each "{e.callee.name}()"')
+        self.st[marker] = frozenset({(MOVED, e.line, e.column, _noun_of_container(self.types.get(container)))})
 
     def awaitable_of(self, awaited: Type, at: Expression, source: str) -> Value:
         """An awaitable producing an owned value (or a tuple of them), else OTHER."""
@@ -690,6 +722,12 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(p, TupleType):
             nouns = tuple((k.noun if (k := classify(x)) else None) for x in p.items)
             return Value("tuple", e.line, e.column, items=nouns, source=source)
+        if isinstance(p, UnionType):  # `popitem()` of a union of dicts: a union of pairs
+            tuples = [x for x in map(get_proper_type, p.items) if isinstance(x, TupleType)]
+            if len(tuples) == len(p.items) and len({len(x.items) for x in tuples}) == 1:
+                nouns = tuple(next((k.noun for x in column if (k := classify(x))), None)
+                              for column in zip(*(x.items for x in tuples)))
+                return Value("tuple", e.line, e.column, items=nouns, source=source)
         kind = classify(t)
         if kind is None:
             return None

@@ -57,7 +57,7 @@ class FieldsMixin(OwnershipBase):
             if key in self.places:
                 continue
             field = field_of(base.type, node.name)
-            if field is None or (field.container and not _linear(base.type)):
+            if field is None:
                 continue
             place = Var(f"{base.name}.{node.name}", None)
             self.places[key] = place
@@ -115,8 +115,9 @@ class FieldsMixin(OwnershipBase):
                         f"owned field)",
                     )
                 continue
+            alias = place in self.container_places  # `locks = self.locks` aliases the container
             gone = sorted({(f[0], f[1], f[3]) for f in facts
-                           if f[0] == RELEASED or (f[0] == MOVED and not pair)})
+                           if f[0] == RELEASED or (f[0] == MOVED and not pair and not alias)})
             for what, at, noun in gone:
                 modal = "is" if len(gone) == len(facts) else "may be"
                 how = verb(noun) if what == RELEASED else "moved out"
@@ -156,10 +157,3 @@ def _fields_of_type(t: Type | None) -> dict[str, Field]:
             out.update(owned_fields(ip.type))
     return out
 
-
-def _linear(t: Type | None) -> bool:
-    """Whether a value of type `t` is an instance of a `@linear` class (any union item)."""
-    p = get_proper_type(t) if t is not None else None
-    items = p.items if isinstance(p, UnionType) else [p]
-    return any(isinstance(ip, Instance) and is_linear_info(ip.type)
-               for ip in (get_proper_type(i) if i is not None else None for i in items))

@@ -226,6 +226,7 @@ class FunctionChecker(
         self.discharging = set()
         self.markers = set()
         self.slot_markers = {}
+        self.pop_markers = {}
         self.entry_of = {}
         self.entries = {}
         self.aliases = set()

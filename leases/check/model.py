@@ -236,10 +236,18 @@ class Field:
 
 
 def container_item(t: Type | None) -> Type | None:
-    """The item type of a standard container type (its last type argument), else None."""
+    """The item type of a standard container type (its last type argument), else None.
+
+    A union of containers (`for locks in (self.device_locks, self.host_locks)`)
+    has the union of their item types.
+    """
     p = get_proper_type(t) if t is not None else None
     if isinstance(p, Instance) and p.type.fullname in CONTAINERS and p.args:
         return p.args[-1]
+    if isinstance(p, UnionType) and p.items:
+        items = [container_item(item) for item in p.items]
+        if all(item is not None for item in items):
+            return UnionType.make_union([item for item in items if item is not None])
     return None
 
 

@@ -64,6 +64,36 @@ EXEMPT: dict[tuple[str, str], str] = {
         "out of scope when the call is deleted; a duplicate is a no-op (_release resets each field "
         "before releasing it). tests/unicache/test_timeouts.py catches the deletion (leases still live "
         "after time_out)",
+    ("unicache.integrations.sglang.lockcore", "self.tree_locks.pop(receipt.lock_seq).release()"):
+        "deleting it leaves the receipt's lease in the lock table, which owns it: nothing owned goes "
+        "out of scope (the duplicate is caught: a second pop of one key); "
+        "tests/integrations/sglang/test_locks.py catches it (counters differ from the live leases)",
+    ("unicache.integrations.sglang.lockcore", "pins.pop().release()"):
+        "in dec_full_pin: deleting it leaves the newest pin in the node's pin list, which owns it (the "
+        "duplicate is caught: a second untested pop); tests/integrations/sglang/test_locks.py catches it",
+    ("unicache.integrations.sglang.lockcore", "self.full_pins.setdefault(node_id, []).append( ..."):
+        "the statement acquires the pin lease as it stores it: deleting it acquires nothing, a duplicate "
+        "stores a second live pin in the list that owns it; tests/integrations/sglang/test_locks.py "
+        "catches both (counters differ from the live leases)",
+    ("unicache.integrations.sglang.treecore.backup", "self._unpin_host(self.write_marks.pop(ack_id))"):
+        "deleting it leaves the write-through mark in write_marks, which owns it (the duplicate is caught: "
+        "a second pop of one key); tests/integrations/sglang/treecore/test_workload.py catches it",
+    ("unicache.integrations.sglang.treecore.locks", "self._unpin_device(self.device_locks.pop(key))"):
+        "deleting it leaves the device lock in device_locks, which owns it (the duplicate is caught: a "
+        "second pop of one key); tests/integrations/sglang/treecore/test_receipts.py catches it",
+    ("unicache.integrations.sglang.treecore.locks", "self._unpin_host(self.host_locks.pop(receipt.lease_id))"):
+        "deleting it leaves the host lock in host_locks, which owns it (the duplicate is caught: a second "
+        "pop of one key); tests/integrations/sglang/treecore/test_receipts.py catches it",
+    ("unicache.integrations.sglang.treecore.locks", "self._unpin_device(pins.pop())"):
+        "in dec_full_pin: deleting it leaves the newest pin in the node's pin list, which owns it (the "
+        "duplicate is caught: a second untested pop); tests/integrations/sglang/treecore/test_receipts.py "
+        "catches it",
+    ("unicache.integrations.sglang.treecore.mamba", "self._release_host(self.host_locks.pop(key))"):
+        "deleting it leaves the Mamba host lock in host_locks, which owns it (the duplicate is caught: a "
+        "second pop of one key); tests/integrations/sglang/treecore/test_mamba.py catches it",
+    ("unicache.integrations.sglang.treecore.swa", "self._release_host(self.host_locks.pop(key))"):
+        "deleting it leaves the SWA host lock in host_locks, which owns it (the duplicate is caught: a "
+        "second pop of one key); tests/integrations/sglang/treecore/test_kit_flows.py catches it",
 }
 """(module, statement text) -> why a mutant of it is not expected to be caught."""
 

@@ -96,6 +96,10 @@ class OwnershipBase:
     """Synthetic variables that are not values: stored/popped container slots, released entries."""
     slot_markers: dict[str, Var]
     """`container[key]` -> its marker: held = an owned value stored there, moved = popped."""
+    pop_markers: dict[str, Var]
+    """Container spelling -> its marker: moved = an item was taken by `pop()`/`popleft()`/`popitem()`
+    since the container was last tested (or changed otherwise, or the loop iteration began);
+    held = its length was tested, so any number of pops may follow."""
     entry_of: dict[Var, Var]
     """Loop target over a container -> the marker of that container's released entries."""
     entries: dict[Var, str]
@@ -216,6 +220,26 @@ class OwnershipBase:
             self.slot_markers[name] = var
             self.markers.add(var)
         return var
+
+    def pop_tested(self, names: Iterable[str]) -> None:
+        """These containers (or objects holding them) were tested or may have changed: a pop from
+        them again is a new question."""
+        if self.st is None or not self.pop_markers:
+            return
+        for name in names:
+            for spelling, var in self.pop_markers.items():
+                if (spelling == name or spelling.startswith(name + ".")) and var in self.st:
+                    self.st[var] = NOTHING_FACTS
+
+    def pop_counted(self, names: Iterable[str]) -> None:
+        """`len(c)` was tested: how many pops that allows is the test's business, not the checker's."""
+        if self.st is None:
+            return
+        for name in names:
+            marker = self.pop_markers.get(name)
+            if marker is None:
+                marker = self.pop_markers[name] = self.marker(f"{name}.pop()")
+            self.st[marker] = frozenset({(HELD, 0, 0, "")})
 
     def forget_slots(self, name: str) -> None:
         """A name was rebound or a container changed wholesale: slots spelled with it are unknown."""
@@ -577,6 +601,9 @@ class OwnershipBase:
             return
         if isinstance(target, MemberExpr):
             name = spelled(target)
+            place = self.local_var(target)
+            if place is not None and place in self.container_places:
+                self.drained_by_loop(place, name)
             if name is not None:
                 self.forget_slots(name)
         if isinstance(target, NameExpr):
@@ -634,6 +661,14 @@ class OwnershipBase:
             self.bind(target.expr, OTHER, line)
         else:
             self.lend(self.ev(target))
+
+    def drained_by_loop(self, place: Var, name: str | None) -> None:
+        """`for x in self.c: consume(x)` then `self.c = []`: the new value replaces a spent container."""
+        assert self.st is not None
+        for marker, spelling in self.entries.items():
+            if spelling == name and any(f[0] in (RELEASED, MOVED) for f in self.st.get(marker, ())):
+                self.st[marker] = NOTHING_FACTS
+                self.st[place] = NOTHING_FACTS
 
     def borrowed_attribute(self, target: MemberExpr) -> bool:
         """Whether the attribute is declared `Borrowed[...]`: storing there lends."""

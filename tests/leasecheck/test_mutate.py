@@ -2,7 +2,8 @@
 
 One mypy build per run (the mutations are made on the typed tree), so the
 whole of `unicache/` is checked in the default suite. A miss is allowed only
-with a reason in `leases.check.mutate.EXEMPT`.
+with a reason in `leases.check.mutate.EXEMPT` (its SGLang entries belong to
+`tests/integrations/sglang/test_leasecheck_mutants.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from leases.check.mutate import EXEMPT, run_mutants
 
 ROOT = Path(__file__).resolve().parents[2]
+SGLANG = "unicache.integrations.sglang"
 
 HOLDER = '''
 from leases import Held, Lease, LeaseLedger, consumes, linear
@@ -65,6 +67,7 @@ def test_unicache_mutants_are_caught_or_explained(monkeypatch: pytest.MonkeyPatc
     assert len(score.mutants) >= 40
     assert not score.unexplained(), "\n".join(m.describe() for m in score.unexplained())
     explained = {(m.module, m.text) for m in score.misses()}
-    assert explained <= set(EXEMPT)
-    assert set(EXEMPT) <= explained, "an exemption no longer needed: remove it"
+    core = {key for key in EXEMPT if not key[0].startswith(SGLANG)}  # the SGLang ones: its own test
+    assert explained <= core
+    assert core <= explained, "an exemption no longer needed: remove it"
     assert score.caught >= len(score.mutants) - 6
