@@ -39,6 +39,21 @@ class InterruptingDriver(FreshDriver):
         return report
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here, and a child started here gets its default action.
+
+    A shell without job control starts background jobs with SIGINT ignored
+    (`make test &`); Python then installs no handler, and a child exec'd from
+    it inherits the ignore. The tests need the interactive disposition.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _session(at: int) -> Session:
     s = Session()
     for line in SIX_HELD:
