@@ -149,13 +149,10 @@ class TakesMixin(OwnershipBase):
         if not self.takes or self.st is None or self.fn is None:
             return
         self_var = self.fn.arguments[0].variable
-        name: str | None = None
-        nested = False
-        if _field_of_self(container, self_var) is not None:
-            name = _field_of_self(container, self_var)
-        elif isinstance(container, IndexExpr):
+        name, nested = _field_of_self(container, self_var), False
+        if name is None and isinstance(container, IndexExpr):
             name, nested = _field_of_self(container.base, self_var), True
-        elif isinstance(container, NameExpr) and isinstance(container.node, Var):
+        elif name is None and isinstance(container, NameExpr) and isinstance(container.node, Var):
             name, nested = self.take_aliases.get(container.node), True
         entry = self.takes.get(name) if name is not None else None
         if entry is None or entry[0].nested != nested:
@@ -194,6 +191,15 @@ def _alias_source(e: Expression, self_var: Var) -> str | None:
     return None
 
 
+def _bound(target: Node) -> list[Var]:
+    """The local variables an assignment target binds (through tuples, lists and stars)."""
+    if isinstance(target, NameExpr):
+        return [target.node] if isinstance(target.node, Var) else []
+    if isinstance(target, (MemberExpr, IndexExpr)):
+        return []
+    return [v for c in children(target) for v in _bound(c)]
+
+
 def _aliases(fn: FuncItem, self_var: Var, fields: set[str]) -> dict[Var, str]:
     """Locals every assignment of which binds them from one of `fields`' items."""
     sources: dict[Var, set[str | None]] = {}
@@ -204,17 +210,13 @@ def _aliases(fn: FuncItem, self_var: Var, fields: set[str]) -> dict[Var, str]:
             continue
         if isinstance(node, AssignmentStmt):
             for target in node.lvalues:
-                targets = [target] if isinstance(target, NameExpr) else [
-                    t for t in children(target) if isinstance(t, NameExpr)]
-                for t in targets:
-                    if isinstance(t.node, Var):
-                        single = target is t
-                        source = _alias_source(node.rvalue, self_var) if single else None
-                        sources.setdefault(t.node, set()).add(source)
+                single = isinstance(target, NameExpr)
+                source = _alias_source(node.rvalue, self_var) if single else None
+                for var in _bound(target):
+                    sources.setdefault(var, set()).add(source)
         elif isinstance(node, ForStmt):
-            for t in [node.index, *children(node.index)]:
-                if isinstance(t, NameExpr) and isinstance(t.node, Var):
-                    sources.setdefault(t.node, set()).add(None)
+            for var in _bound(node.index):
+                sources.setdefault(var, set()).add(None)
         stack.extend(children(node))
     out: dict[Var, str] = {}
     for var, found in sources.items():
