@@ -116,6 +116,9 @@ class ModuleChecker:
             fn.line < 1 or fn.end_line is None or any(arg.line < 1 for arg in fn.arguments)
         )
         if synthesized or (isinstance(fn, FuncDef) and fn.is_trivial_body):
+            if fn in self.contracts:
+                self.report(fn.line, fn.column, codes.UNCHECKED.code,
+                            f'takes_from on "{fn.name}", which has no body to check it against')
             return
         targets: Sequence[FuncItem] = fn.expanded if fn.expanded else [fn]
         for item in targets:
