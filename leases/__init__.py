@@ -21,7 +21,7 @@ from leases.events import EventKind, LeaseEvent, TicketBearer
 from leases.holdtimes import HoldTimes
 from leases.lease import Lease
 from leases.ledger import LeaseLedger, add_leak_listener, remove_leak_listener
-from leases.linear import consumed_by, consumes, is_linear, linear
+from leases.linear import consumed_by, consumes, is_linear, linear, takes_from
 from leases.mailbox import Mailbox
 from leases.pinset import PinSet
 from leases.state import Held, Released, Settle
@@ -60,5 +60,6 @@ __all__ = [
     "is_linear",
     "linear",
     "remove_leak_listener",
+    "takes_from",
     "untracked",
 ]

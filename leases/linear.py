@@ -97,6 +97,23 @@ def consumes(fn: Callable[Concatenate[_T, _P], _R]) -> Callable[Concatenate[_T, 
     return consuming
 
 
+def takes_from(
+    field: str, /, *fields: str
+) -> Callable[[Callable[Concatenate[_T, _P], _R]], Callable[Concatenate[_T, _P], _R]]:
+    """Method contract: on some normal return it takes an owned entry out of each named container field.
+
+    `@takes_from("locks")` on `def unlock(self, key)` says the method pops (or
+    `del`s) an entry of `self.locks`, or of a container stored in it, on at
+    least one path that returns normally; `leasecheck` verifies it. At run time
+    the method is returned unchanged.
+    """
+
+    def contract(fn: Callable[Concatenate[_T, _P], _R]) -> Callable[Concatenate[_T, _P], _R]:
+        return fn
+
+    return contract
+
+
 def consumed_by(obj: object) -> str | None:
     """The name of the method that consumed `obj`, or None while it is live."""
     value = getattr(obj, CONSUMED_ATTR, None)

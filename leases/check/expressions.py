@@ -405,6 +405,7 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
             moved = self.moved_out(e, receiver_type)
             if moved is not None:
+                self.took_from(callee.expr, e.line, e.column)
                 if callee.name == "pop" and e.args:
                     self.popped(callee.expr, e, receiver_type)
                 elif not e.args:

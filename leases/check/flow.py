@@ -65,8 +65,9 @@ from leases.check.model import (
     param_mode,
 )
 from leases.check.ownership import OwnershipBase
-from leases.check.report import Diagnostic
+from leases.check.report import Diagnostic, find_takes_from
 from leases.check.statements import StatementsMixin
+from leases.check.takes import Take, TakesMixin, decorator_contract, resolve_contract
 from leases.check.walk import children, name_refs
 
 
@@ -74,7 +75,8 @@ class ModuleChecker:
     """Runs the function analysis over every function body of one module."""
 
     def __init__(
-        self, tree: MypyFile, types: Mapping[Expression, Type], exits_at: frozenset[str] = frozenset()
+        self, tree: MypyFile, types: Mapping[Expression, Type], exits_at: frozenset[str] = frozenset(),
+        text: str = "",
     ) -> None:
         self.tree = tree
         self.types = types
@@ -82,6 +84,10 @@ class ModuleChecker:
         self.found: dict[tuple[int, str, str], Diagnostic] = {}
         self.queue: deque[tuple[FuncItem | None, list[Statement], frozenset[Var]]] = deque()
         self.lending_generators: set[FuncItem] = set()
+        self.contracts: dict[FuncItem, list[Take]] = {}
+        """`@takes_from` methods -> the fields each must take an entry out of."""
+        self.takes_comments = find_takes_from(text)
+        """`# lease: takes-from` comments not yet matched to the `def` line they sit on."""
 
     def run(self) -> list[Diagnostic]:
         if self.tree.is_stub:
@@ -90,6 +96,10 @@ class ModuleChecker:
         while self.queue:
             fn, body, enclosing = self.queue.popleft()
             FunctionChecker(self, fn, body, enclosing).run()
+        for line, (column, _) in sorted(self.takes_comments.items()):
+            self.report(line, column, codes.UNCHECKED.code,
+                        '"# lease: takes-from" is not on the line of a "def": it names the fields '
+                        "the method defined there takes an entry out of")
         return sorted(self.found.values(), key=lambda d: (d.line, d.column))
 
     def report(self, line: int, column: int, code: str, message: str) -> None:
@@ -106,18 +116,40 @@ class ModuleChecker:
             fn.line < 1 or fn.end_line is None or any(arg.line < 1 for arg in fn.arguments)
         )
         if synthesized or (isinstance(fn, FuncDef) and fn.is_trivial_body):
+            if fn in self.contracts:
+                self.report(fn.line, fn.column, codes.UNCHECKED.code,
+                            f'takes_from on "{fn.name}", which has no body to check it against')
             return
         targets: Sequence[FuncItem] = fn.expanded if fn.expanded else [fn]
         for item in targets:
+            if fn in self.contracts:
+                self.contracts[item] = self.contracts[fn]
             self.queue.append((item, item.body.body, enclosing))
+
+    def contract(self, fn: FuncItem, decorator: Decorator | None) -> None:
+        """Record the `@takes_from` / `# lease: takes-from` contract of `fn`, if it has one."""
+        names = decorator_contract(decorator, self.report) if decorator is not None else None
+        comment = self.takes_comments.pop(fn.line, None)
+        if comment is not None:
+            column, listed = comment
+            if not listed:
+                self.report(fn.line, column, codes.UNCHECKED.code,
+                            f'"# lease: takes-from" on "{fn.name}" names no field')
+            names = (names or []) + [(name, fn.line, column) for name in listed]
+        if names:
+            contract = resolve_contract(fn, names, self.report)
+            if contract:
+                self.contracts[fn] = contract
 
     def enqueue_definition(self, node: Node, enclosing: frozenset[Var]) -> None:
         if isinstance(node, FuncDef):
+            self.contract(node, None)
             self.enqueue_function(node, enclosing)
         elif isinstance(node, Decorator):
             if any(isinstance(d, RefExpr) and d.fullname in CONTEXT_MANAGER_DECORATORS
                    for d in node.original_decorators):
                 self.lending_generators.add(node.func)
+            self.contract(node.func, node)
             self.enqueue_function(node.func, enclosing)
         elif isinstance(node, OverloadedFuncDef):
             if node.impl is not None:
@@ -185,7 +217,7 @@ def _scan_nonlocals(node: Node, names: set[str]) -> None:
 
 
 class FunctionChecker(
-    FieldsMixin,
+    TakesMixin, FieldsMixin,
     StatementsMixin, CompoundMixin, ConditionsMixin, ExpressionsMixin, OwnershipBase
 ):
     """The analysis of one function body (or of module/class level statements)."""
@@ -230,6 +262,8 @@ class FunctionChecker(
         self.entry_of = {}
         self.entries = {}
         self.aliases = set()
+        self.takes = {}
+        self.take_aliases = {}
 
     def run(self) -> None:
         fn = self.fn
@@ -261,6 +295,9 @@ class FunctionChecker(
                     elif mode == "own":
                         st[var] = frozenset({(HELD, arg.line, arg.column, noun)})
             self.setup_places(fn, st)
+            contract = self.mod.contracts.get(fn)
+            if contract:
+                self.setup_takes(fn, contract, st)
         self.st = st
         if self.body and self._block_unreachable_by_types(self.body):
             if fn is not None:
@@ -278,14 +315,17 @@ class FunctionChecker(
         for exit_kind, state, line in self.exits:
             self.check_exit(state, exit_kind, line)
             self.check_fields(state, exit_kind, line)
+        self.check_takes(self.exits)
 
 
 
 def check_tree(
-    tree: MypyFile, types: Mapping[Expression, Type], exits_at: frozenset[str] = frozenset()
+    tree: MypyFile, types: Mapping[Expression, Type], exits_at: frozenset[str] = frozenset(),
+    text: str = "",
 ) -> list[Diagnostic]:
     """Every ownership finding in one module, sorted by position.
 
-    `exits_at` ("await", "yield") makes those suspension points exits too.
+    `exits_at` ("await", "yield") makes those suspension points exits too;
+    `text` is the module's source, read for `# lease: takes-from` comments.
     """
-    return ModuleChecker(tree, types, exits_at).run()
+    return ModuleChecker(tree, types, exits_at, text).run()

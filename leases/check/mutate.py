@@ -50,52 +50,25 @@ from leases.check.report import Diagnostic, apply_ignores, find_ignores
 from leases.check.runner import _source_text, _with_text, prepare_options
 from leases.check.walk import children
 
-EXEMPT: dict[tuple[str, str], str] = {
-    ("unicache.ops.load_back", "return self._join(ticket, copy)"):
+EXEMPT: dict[tuple[str, str, str], str] = {
+    ("unicache.ops.load_back", "LoadBacks.load_back", "return self._join(ticket, copy)"):
         "deleting the return falls through to the ordinary copy path, which still hands the "
         "ticket on (to the ticket table, or closes it on a refusal): a second copy of the same "
         "bytes, not an ownership error (tests/unicache/test_load_back.py catches it)",
-    ("unicache.repl.session", "result = self.tickets.pop(tid).result()"):
-        "the statement both moves the ticket out of the table and consumes it: deleting it leaves "
-        "the table owning the ticket (a duplicate is caught: the second pop of one key)",
-    ("unicache.tickets", "_release(holder=self)"):
+    ("unicache.tickets", "TicketRecord.release_leases", "_release(holder=self)"):
         "TicketRecord.release_leases gives a timed-out ticket's leases up without consuming the record "
         "(it stays in quarantine until its late ack, when close() consumes it), so no owned value goes "
         "out of scope when the call is deleted; a duplicate is a no-op (_release resets each field "
         "before releasing it). tests/unicache/test_timeouts.py catches the deletion (leases still live "
         "after time_out)",
-    ("unicache.integrations.sglang.lockcore", "self.tree_locks.pop(receipt.lock_seq).release()"):
-        "deleting it leaves the receipt's lease in the lock table, which owns it: nothing owned goes "
-        "out of scope (the duplicate is caught: a second pop of one key); "
-        "tests/integrations/sglang/test_locks.py catches it (counters differ from the live leases)",
-    ("unicache.integrations.sglang.lockcore", "pins.pop().release()"):
-        "in dec_full_pin: deleting it leaves the newest pin in the node's pin list, which owns it (the "
-        "duplicate is caught: a second untested pop); tests/integrations/sglang/test_locks.py catches it",
-    ("unicache.integrations.sglang.lockcore", "self.full_pins.setdefault(node_id, []).append( ..."):
-        "the statement acquires the pin lease as it stores it: deleting it acquires nothing, a duplicate "
-        "stores a second live pin in the list that owns it; tests/integrations/sglang/test_locks.py "
-        "catches both (counters differ from the live leases)",
-    ("unicache.integrations.sglang.treecore.backup", "self._unpin_host(self.write_marks.pop(ack_id))"):
-        "deleting it leaves the write-through mark in write_marks, which owns it (the duplicate is caught: "
-        "a second pop of one key); tests/integrations/sglang/treecore/test_workload.py catches it",
-    ("unicache.integrations.sglang.treecore.locks", "self._unpin_device(self.device_locks.pop(key))"):
-        "deleting it leaves the device lock in device_locks, which owns it (the duplicate is caught: a "
-        "second pop of one key); tests/integrations/sglang/treecore/test_receipts.py catches it",
-    ("unicache.integrations.sglang.treecore.locks", "self._unpin_host(self.host_locks.pop(receipt.lease_id))"):
-        "deleting it leaves the host lock in host_locks, which owns it (the duplicate is caught: a second "
-        "pop of one key); tests/integrations/sglang/treecore/test_receipts.py catches it",
-    ("unicache.integrations.sglang.treecore.locks", "self._unpin_device(pins.pop())"):
-        "in dec_full_pin: deleting it leaves the newest pin in the node's pin list, which owns it (the "
-        "duplicate is caught: a second untested pop); tests/integrations/sglang/treecore/test_receipts.py "
-        "catches it",
-    ("unicache.integrations.sglang.treecore.mamba", "self._release_host(self.host_locks.pop(key))"):
-        "deleting it leaves the Mamba host lock in host_locks, which owns it (the duplicate is caught: a "
-        "second pop of one key); tests/integrations/sglang/treecore/test_mamba.py catches it",
-    ("unicache.integrations.sglang.treecore.swa", "self._release_host(self.host_locks.pop(key))"):
-        "deleting it leaves the SWA host lock in host_locks, which owns it (the duplicate is caught: a "
-        "second pop of one key); tests/integrations/sglang/treecore/test_kit_flows.py catches it",
+    ("unicache.integrations.sglang.lockcore", "LockLeaseCore.inc_full_pin",
+     "self.full_pins.setdefault(node_id, []).append( ..."):
+        "the statement acquires the pin lease as it stores it: deleting it acquires nothing (no owned "
+        "value exists to be lost), a duplicate stores a second live pin in the list that owns it; "
+        "tests/integrations/sglang/test_locks.py catches both (counters differ from the live leases)",
 }
-"""(module, statement text) -> why a mutant of it is not expected to be caught."""
+"""(module, qualified name of the enclosing function, statement text) -> why a mutant of that one
+statement is not expected to be caught."""
 
 
 @dataclass(slots=True)
@@ -105,8 +78,15 @@ class Mutant:
     line: int
     kind: str  # "delete" | "duplicate"
     text: str
+    function: str = ""
+    """The qualified name of the function around the statement (`Class.method`), "" at module level."""
     caught: bool = False
     findings: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The statement's key in `EXEMPT`: one site, whatever other statements share its text."""
+        return (self.module, self.function, self.text)
 
     def describe(self) -> str:
         return f"{self.path}:{self.line}: {self.kind} `{self.text}`"
@@ -128,7 +108,7 @@ class Score:
 
     def unexplained(self) -> list[Mutant]:
         """Misses without a reason in `EXEMPT`: each is a gap in the checker."""
-        return [m for m in self.misses() if (m.module, m.text) not in EXEMPT]
+        return [m for m in self.misses() if m.key not in EXEMPT]
 
 
 def consuming_calls(stmt: Statement, calls: CallModel, types: dict[Expression, Type]) -> bool:
@@ -154,21 +134,31 @@ def consuming_calls(stmt: Statement, calls: CallModel, types: dict[Expression, T
     return False
 
 
-def blocks(tree: MypyFile) -> Iterator[Block]:
-    stack: list[Node] = list(tree.defs)
+def blocks(tree: MypyFile) -> Iterator[tuple[str, Block]]:
+    """Every block the analysis reads, with the qualified name of the function it is in."""
+    stack: list[tuple[Node, str]] = [(d, "") for d in tree.defs]
     while stack:
-        node = stack.pop()
+        node, where = stack.pop()
         if isinstance(node, FuncItem) and node.expanded:
+            inner = _qualified(where, node.name)
             for item in node.expanded:  # what the analysis reads (often `node` itself)
-                stack.extend(children(item))
+                stack.extend((c, inner) for c in children(item))
             continue
         if isinstance(node, Block):
-            yield node
-        stack.extend(children(node))
+            yield where, node
+        if isinstance(node, ClassDef):
+            where = _qualified(where, node.name)
+        elif isinstance(node, FuncItem) and not isinstance(node, LambdaExpr):
+            where = _qualified(where, node.name)
+        stack.extend((c, where) for c in children(node))
+
+
+def _qualified(outer: str, name: str) -> str:
+    return f"{outer}.{name}" if outer else name
 
 
 def _findings(tree: MypyFile, types: dict[Expression, Type], text: str) -> set[tuple[int, str, str]]:
-    diags = apply_ignores([d for d in check_tree(tree, types) if d.code != PARTIAL],
+    diags = apply_ignores([d for d in check_tree(tree, types, text=text) if d.code != PARTIAL],
                           find_ignores(text), warn_unused=False)
     return {(d.line, d.code, d.message) for d in diags}
 
@@ -187,7 +177,7 @@ def run_mutants(argv: Sequence[str], sample: int | None = None, seed: int = 0) -
                          extra_plugins=[OwnershipPlugin(options)])
     types = result.types
     wanted = {s.module for s in sources}
-    sites: list[tuple[str, str, MypyFile, Block, int, str, str]] = []
+    sites: list[tuple[str, str, MypyFile, str, Block, int, str, str]] = []
     for module_id in sorted(wanted):
         state = result.graph.get(module_id)
         if state is None or state.tree is None or state.path is None:
@@ -196,23 +186,23 @@ def run_mutants(argv: Sequence[str], sample: int | None = None, seed: int = 0) -
         text = _source_text(state)
         lines = text.splitlines()
         calls = CallModel(types)
-        for block in blocks(tree):
+        for where, block in blocks(tree):
             for i, stmt in enumerate(block.body):
                 if not isinstance(stmt, (ExpressionStmt, AssignmentStmt, ReturnStmt)):
                     continue
                 if not consuming_calls(stmt, calls, types):
                     continue
                 label = _statement_text(lines, stmt)
-                sites.append((module_id, state.path, tree, block, i, "delete", label))
+                sites.append((module_id, state.path, tree, where, block, i, "delete", label))
                 if not isinstance(stmt, ReturnStmt):
-                    sites.append((module_id, state.path, tree, block, i, "duplicate", label))
+                    sites.append((module_id, state.path, tree, where, block, i, "duplicate", label))
     if sample is not None and sample < len(sites):
         sites = random.Random(seed).sample(sites, sample)
     baselines: dict[str, set[tuple[int, str, str]]] = {}
     texts: dict[str, str] = {}
     mutants: list[Mutant] = []
     baseline: list[str] = []
-    for module_id, path, tree, block, i, kind, label in sites:
+    for module_id, path, tree, where, block, i, kind, label in sites:
         if module_id not in baselines:
             texts[module_id] = _source_text(result.graph[module_id])
             baselines[module_id] = _findings(tree, types, texts[module_id])
@@ -227,7 +217,7 @@ def run_mutants(argv: Sequence[str], sample: int | None = None, seed: int = 0) -
             found = _findings(tree, types, texts[module_id]) - baselines[module_id]
         finally:
             block.body = original
-        mutant = Mutant(module_id, path, stmt.line, kind, label, caught=bool(found))
+        mutant = Mutant(module_id, path, stmt.line, kind, label, where, caught=bool(found))
         mutant.findings = [Diagnostic(line, 0, code, msg) for line, code, msg in sorted(found)]
         mutants.append(mutant)
     mutants.sort(key=lambda m: (m.path, m.line, m.kind))
@@ -246,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"finding before mutation: {line}")
     for m in score.mutants:
         if args.verbose or not m.caught:
-            reason = EXEMPT.get((m.module, m.text), "missed" if not m.caught else "caught")
+            reason = EXEMPT.get(m.key, "missed" if not m.caught else "caught")
             print(f"{m.describe()}: {reason}")
     print(f"leasecheck mutation score: {score.caught}/{len(score.mutants)} mutants caught "
           f"({len(score.misses())} missed) in {score.builds} mypy build")

@@ -126,6 +126,9 @@ class OwnershipBase:
                          line: int) -> None:
         raise NotImplementedError
 
+    def took_from(self, container: Expression, line: int, column: int) -> None:
+        raise NotImplementedError
+
     def report(self, line: int, column: int, code: str, message: str) -> None:
         if not self.muted:
             self.mod.report(line, column, code, message)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 _IGNORE: Final = re.compile(r"#\s*lease:\s*ignore(?:\[([^\]]*)\])?")
+_TAKES_FROM: Final = re.compile(r"#\s*lease:\s*takes-from\b(.*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,30 @@ def find_ignores(source: str) -> list[Ignore]:
             c.strip() for c in listed.split(",") if c.strip()
         )
         found.append(Ignore(tok.start[0], codes))
+    return found
+
+
+def find_takes_from(source: str) -> dict[int, tuple[int, tuple[str, ...]]]:
+    """Every `# lease: takes-from F, G` comment in `source`: line -> (column, the names it lists).
+
+    The comment form of `@takes_from("F", "G")` (see `leases.check.takes`), for
+    methods of mypyc-compiled classes, where a decorator costs the native call
+    and crashes mypyc on a method that overrides another.
+    """
+    if "takes-from" not in source:
+        return {}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return {}
+    found: dict[int, tuple[int, tuple[str, ...]]] = {}
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        match = _TAKES_FROM.search(tok.string)
+        if match is not None:
+            names = tuple(n.strip() for n in match.group(1).split(",") if n.strip())
+            found[tok.start[0]] = (tok.start[1], names)
     return found
 
 

@@ -372,7 +372,7 @@ def _analyse(
         kept = result.manager.options.preserve_asts
         if kept and module_id in rechecked and tree is not None and not tree.is_cache_skeleton:
             text = _source_text(state)
-            diags = _finalize(check_tree(tree, result.types, exits_at), state, text)
+            diags = _finalize(check_tree(tree, result.types, exits_at, text), state, text)
             cache.put(module_id, key, diags)
             results[state.xpath] = diags
             outcome.analysed += 1

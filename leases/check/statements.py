@@ -62,6 +62,7 @@ from leases.check.facts import (
     join_all,
     slot_of,
 )
+from leases.check.model import classify, container_item, is_borrowed
 from leases.check.walk import children
 
 
@@ -296,6 +297,9 @@ class StatementsMixin(CompoundMixin):
             self.lend(self.ev(e.index))
             slot = slot_of(e.base, e.index)
             self.taken_out(slot, line, e.column)
+            entry = container_item(self.types.get(e.base))
+            if entry is not None and not is_borrowed(entry) and classify(entry) is not None:
+                self.took_from(e.base, line, e.column)
             if slot and slot in self.slot_markers and self.st is not None:
                 self.st[self.slot_markers[slot]] = NOTHING_FACTS
 

@@ -58,6 +58,9 @@ def test_every_mutant_of_a_holder_module_is_caught(tmp_path: Path, mypy_cache: P
     kinds = {(m.line, m.kind) for m in score.mutants}
     assert len(kinds) == len(score.mutants) == 8, [m.describe() for m in score.mutants]
     assert not score.misses(), [m.describe() for m in score.misses()]
+    assert {(m.line, m.function) for m in score.mutants} == {
+        (18, "Holder.close"), (24, "drain"), (29, "settle"), (30, "settle"),
+    }
 
 
 def test_unicache_mutants_are_caught_or_explained(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,8 +69,8 @@ def test_unicache_mutants_are_caught_or_explained(monkeypatch: pytest.MonkeyPatc
     assert score.baseline == [], "unicache must be clean before it is mutated"
     assert len(score.mutants) >= 40
     assert not score.unexplained(), "\n".join(m.describe() for m in score.unexplained())
-    explained = {(m.module, m.text) for m in score.misses()}
+    explained = {m.key for m in score.misses()}
     core = {key for key in EXEMPT if not key[0].startswith(SGLANG)}  # the SGLang ones: its own test
     assert explained <= core
     assert core <= explained, "an exemption no longer needed: remove it"
-    assert score.caught >= len(score.mutants) - 6
+    assert score.caught >= len(score.mutants) - 3

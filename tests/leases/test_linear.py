@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from leases import DoubleReleaseError, consumed_by, consumes, is_linear, linear
+from leases import DoubleReleaseError, Held, Lease, LeaseLedger, consumed_by, consumes, is_linear, linear, takes_from
 
 
 @linear
@@ -77,3 +77,26 @@ def test_a_raising_consumer_leaves_the_instance_live() -> None:
         r.unlock("boom")
     assert consumed_by(r) is None  # lease: ignore[lease-use-after-release]
     assert r.unlock("ok") == "req-2:ok"  # lease: ignore[lease-double-release]
+
+
+class _Tables:
+    def __init__(self, ledger: LeaseLedger) -> None:
+        self.locks: dict[int, Lease[_Tables, Held]] = {1: ledger.acquire(_Tables, owner="t")}
+
+    @takes_from("locks")
+    def unlock(self, key: int) -> int:
+        lease = self.locks.pop(key)
+        lease_id = lease.id
+        lease.release()
+        return lease_id
+
+
+def test_takes_from_returns_the_method_itself() -> None:
+    """The contract is for leasecheck only: no wrapper, no run-time check."""
+    raw = _Tables.__dict__["unlock"]
+    assert raw.__name__ == "unlock" and not hasattr(raw, "__wrapped__")
+    ledger = LeaseLedger("takes")
+    tables = _Tables(ledger)
+    lease_id = tables.locks[1].id
+    assert tables.unlock(1) == lease_id
+    assert tables.locks == {} and ledger.live() == []

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from leases import takes_from
 from unicache.dump.schema import JSON, CrashDump, JSONObject
 from unicache.engine.interrupt import StopFlag
 from unicache.repl.errors import NeedsLiveCacheError, UnknownNameError
@@ -178,6 +179,7 @@ class Session:
         self.sweep()
         return done
 
+    @takes_from("tickets")
     def sweep(self) -> list[LoadBackResult]:
         """Consume every held load-back ticket that has settled; remember its result."""
         from unicache.results import TicketStatus

@@ -33,8 +33,8 @@ def test_sglang_integration_mutants_are_caught_or_explained(monkeypatch: pytest.
     assert score.baseline == [], "the SGLang integration must be clean before it is mutated"
     assert len(score.mutants) >= 60
     assert not score.unexplained(), "\n".join(m.describe() for m in score.unexplained())
-    explained = {(m.module, m.text) for m in score.misses()}
+    explained = {m.key for m in score.misses()}
     mine = {key for key in EXEMPT if key[0].startswith(PACKAGE)}
     assert explained <= mine
     assert mine <= explained, "an exemption no longer needed: remove it"
-    assert score.caught >= len(score.mutants) - 11
+    assert score.caught >= len(score.mutants) - 2

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Sequence, TypeVar
 
-from leases import Held, Lease, LeaseLedger, PinSet
+from leases import Held, Lease, LeaseLedger, PinSet, takes_from
 from sglang.srt.mem_cache.base_prefix_cache import DecLockRefParams, DecLockRefResult
 from sglang.srt.mem_cache.unified_cache.components import ComponentType, TreeComponent
 from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore, UnifiedTreeNode
@@ -178,6 +178,7 @@ class LockLeaseCore(UnifiedTreeCore):
         self.tree_locks[lease.id] = lease
         return receipt
 
+    @takes_from("tree_locks")
     def dec_lock_ref(
         self, node_id: int, params: DecLockRefParams, skip_swa: bool = False
     ) -> DecLockRefResult:
@@ -200,6 +201,7 @@ class LockLeaseCore(UnifiedTreeCore):
             gate.open -= 1
         return out
 
+    @takes_from("tree_locks")
     def dec_host_lock_ref(self, node_id: int, params: DecLockRefParams) -> DecLockRefResult:
         """Check the host receipt, run SGLang's release walk, release its lease."""
         receipt = self._receipt(node_id, params, "host lock")
@@ -246,6 +248,7 @@ class LockLeaseCore(UnifiedTreeCore):
             self._lease_lock(receipt, self.node_by_id(node_id))
         )
 
+    @takes_from("full_pins")
     def dec_full_pin(self, node_id: int) -> None:
         """Release the node's newest Full pin lease after SGLang's walk; none left raises."""
         pins = self.full_pins.get(node_id)

@@ -78,7 +78,7 @@ class Backups(TreeState):
             depth[x.id] = d
         return sorted(node_ids, key=lambda nid: (depth[nid], nid))
 
-    def finish_write_through(self, node_ids: list[NodeId], ack_id: int) -> None:
+    def finish_write_through(self, node_ids: list[NodeId], ack_id: int) -> None:  # lease: takes-from write_marks
         nodes = [self.node(nid) for nid in node_ids]
         lease = self.write_marks.get(ack_id)
         if lease is None:

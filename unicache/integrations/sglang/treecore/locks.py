@@ -64,7 +64,9 @@ class Locks(TreeState):
             raise SpentReceiptError(node_id, str(params), "FULL", why)
         return params
 
-    def dec_lock_ref(self, node_id: NodeId, params: DecLockRefParams, skip_swa: bool = False) -> DecLockRefResult:
+    def dec_lock_ref(  # lease: takes-from device_locks
+        self, node_id: NodeId, params: DecLockRefParams, skip_swa: bool = False
+    ) -> DecLockRefResult:
         """Release the leases of the receipt's components `params` does not skip.
 
         SGLang's lazy Mamba release hands a copy of the receipt skipping all
@@ -120,7 +122,9 @@ class Locks(TreeState):
             part.host_lock(node, receipt, receipt.lease_id)
         return receipt
 
-    def dec_host_lock_ref(self, node_id: NodeId, params: DecLockRefParams) -> DecLockRefResult:
+    def dec_host_lock_ref(  # lease: takes-from host_locks
+        self, node_id: NodeId, params: DecLockRefParams
+    ) -> DecLockRefResult:
         receipt = self._receipt(node_id, params, HOST_LOCK)
         for part in self.aux:
             part.host_unlock(receipt.lease_id)
@@ -138,7 +142,7 @@ class Locks(TreeState):
         owner.lease_id = lease.id
         self.full_pins.setdefault(node.id, []).append(lease)
 
-    def dec_full_pin(self, node_id: NodeId) -> None:
+    def dec_full_pin(self, node_id: NodeId) -> None:  # lease: takes-from full_pins
         self.node(node_id)
         pins = self.full_pins.get(node_id)
         if not pins:

@@ -319,7 +319,7 @@ class SWAPart(ComponentPart):
                     self.host_lru.insert_mru(x)
                 self.core.refile(x)
 
-    def host_unlock(self, key: int) -> None:
+    def host_unlock(self, key: int) -> None:  # lease: takes-from host_locks
         self._release_host(self.host_locks.pop(key))
 
     # ==== match and insert ====
