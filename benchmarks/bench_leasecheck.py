@@ -7,12 +7,20 @@ best of them. Prints the wall times and the leasecheck/mypy ratios; the
 targets are warm <= 1.3x and cold <= 1.5x. Also checks that leasecheck printed mypy's lines
 unchanged before its own.
 
-    python benchmarks/bench_leasecheck.py [--repeat 3] [--no-cold] [TARGET ...]
+mypy ships compiled; leasecheck is Python, whose modules an installed tool
+runs from bytecode (pip compiles it at install, an editable checkout on first
+import). So the runs may write bytecode (`PYTHONDONTWRITEBYTECODE` is taken
+out of their environment) and the first, untimed or cold, run writes it;
+`--no-bytecode-cache` keeps the variable as this process has it, and where it
+is set every run recompiles leasecheck's sources (about 80 ms here).
+
+    python benchmarks/bench_leasecheck.py [--repeat 3] [--no-cold] [--no-bytecode-cache] [TARGET ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -37,11 +45,11 @@ class Timing:
     stdout: str
 
 
-def run_tool(module: str, workdir: Path, cache: Path, targets: list[str]) -> Timing:
+def run_tool(module: str, workdir: Path, cache: Path, targets: list[str], env: dict[str, str]) -> Timing:
     cmd = [sys.executable, "-m", module, "--config-file", "mypy.ini", f"--cache-dir={cache}",
            *targets]
     start = time.perf_counter()
-    done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, check=False, env=env)
     elapsed = time.perf_counter() - start
     if done.returncode == 2:
         raise SystemExit(f"{module} failed (exit 2):\n{done.stdout}\n{done.stderr}")
@@ -72,8 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="*", default=list(DEFAULT_TARGETS))
     parser.add_argument("--repeat", type=int, default=3, help="warm runs per tool (best counts)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold runs")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE as it is here (set: leasecheck recompiles every run)")
     args = parser.parse_args(argv)
     console = Console()
+    env = dict(os.environ)
+    if not args.no_bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    bytecode = "recompiled every run" if env.get("PYTHONDONTWRITEBYTECODE") else "cached after the first run"
     with tempfile.TemporaryDirectory(prefix="bench-leasecheck-") as tmp:
         work = Path(tmp) / "tree"
         work.mkdir()
@@ -84,15 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         with console.status("cold runs (empty caches)...") as status:
             for name, cache in caches.items():
                 if args.no_cold:
-                    run_tool(name, work, cache, args.targets)
+                    run_tool(name, work, cache, args.targets, env)
                 else:
-                    cold[name] = run_tool(name, work, cache, args.targets)
+                    cold[name] = run_tool(name, work, cache, args.targets, env)
             for i in range(args.repeat):
                 status.update(f"warm runs {i + 1}/{args.repeat}...")
                 for name, cache in caches.items():
-                    warm[name].append(run_tool(name, work, cache, args.targets))
+                    warm[name].append(run_tool(name, work, cache, args.targets, env))
     best = {name: min(t.seconds for t in runs) for name, runs in warm.items()}
-    table = Table(title=f"leasecheck vs mypy on {' '.join(args.targets)} (same options)")
+    table = Table(title=f"leasecheck vs mypy on {' '.join(args.targets)} (same options; leasecheck's "
+                        f"bytecode {bytecode})")
     table.add_column("cache")
     table.add_column("mypy [s]", justify="right")
     table.add_column("leasecheck [s]", justify="right")
