@@ -63,6 +63,7 @@ logging.disable(logging.WARNING)
 
 import unicache.integrations.sglang  # noqa: E402,F401  (registers "leases" and "unicache")
 from unicache.integrations.sglang.workload import (  # noqa: E402
+    CacheSetup,
     Request,
     ReplayResult,
     build_cache,
@@ -107,10 +108,13 @@ CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]
 
 
 def _run(core: str, mamba: bool, device: int, ctx: int, reqs: list[Request], ack_every: int,
-         swa_window: int | None = None, swa_tokens: int | None = None) -> ReplayResult:
+         swa_window: int | None = None, swa_tokens: int | None = None,
+         on_setup: Callable[[CacheSetup], None] | None = None) -> ReplayResult:
     setup = build_cache(backend=core, mamba=mamba, device_tokens=device, max_context_len=ctx,
                         copy_bytes=COPY_BYTES[0], swa_window=swa_window, swa_tokens=swa_tokens,
                         policy=POLICY[0], page_size=Shape.page_size)
+    if on_setup is not None:
+        on_setup(setup)
     try:
         return replay(setup, reqs, ack_every=ack_every, clock=CLOCK[0])
     finally:
@@ -165,19 +169,23 @@ def _serve(reqs: list[Request], unique: int, stdin: IO[str], stdout: IO[str]) ->
     device, ctx = pool_sizes(reqs, unique, page_size=Shape.page_size)
     print(f"# {COMPILED}: {core.__file__}", file=stdout, flush=True)
     for line in stdin:
-        res = _run_config("unicache", line.strip(), device, ctx, reqs)
+        res = run_config("unicache", line.strip(), device, ctx, reqs)
         print(json.dumps({"requests": res.requests, "wall_s": res.wall_s, "digest": res.digest}), file=stdout,
               flush=True)
 
 
-def _run_config(core: str, label: str, device: int, ctx: int, reqs: list[Request]) -> ReplayResult:
-    """One throughput replay of configuration `label` (one of `CONFIGS`) on tree core `core`, acks at once."""
+def run_config(core: str, label: str, device: int, ctx: int, reqs: list[Request],
+               on_setup: Callable[[CacheSetup], None] | None = None) -> ReplayResult:
+    """One throughput replay of configuration `label` (one of `CONFIGS`) on tree core `core`, acks at once.
+
+    `on_setup` sees the cache before the replay (`bench_sglang_methods.py` instruments its tree core there).
+    """
     if label not in CONFIGS:
         raise SystemExit(f"unknown configuration {label!r} (choose from {', '.join(CONFIGS)})")
     if label == "FULL+SWA":
         swa_tokens = int(device * Shape.swa_ratio) // Shape.page_size * Shape.page_size
-        return _run(core, False, device, ctx, reqs, 1, Shape.swa_window, swa_tokens)
-    return _run(core, label == "FULL+MAMBA", device, ctx, reqs, 1)
+        return _run(core, False, device, ctx, reqs, 1, Shape.swa_window, swa_tokens, on_setup)
+    return _run(core, label == "FULL+MAMBA", device, ctx, reqs, 1, on_setup=on_setup)
 
 
 def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str, ...],
@@ -195,7 +203,7 @@ def throughput(reqs: list[Request], unique: int, rounds: int, configs: tuple[str
                     assert worker is not None
                     rate, digest = worker.run(label)
                 else:
-                    res = _run_config(core, label, device, ctx, reqs)
+                    res = run_config(core, label, device, ctx, reqs)
                     rate, digest = res.requests / res.wall_s, res.digest
                 rps[core].append(rate)
                 if digests.setdefault(core, digest) != digest:

@@ -22,7 +22,7 @@ from sglang.test.kits.unified_radix_cache.unified_tree_core_inspection_interface
 )
 
 from unicache.integrations.sglang.treecore.core import UnicacheTreeCore
-from unicache.integrations.sglang.treecore.values import host_tensor
+from unicache.integrations.sglang.treecore.values import host_array, host_tensor
 
 _FULL = ComponentType.FULL
 _MAMBA = ComponentType.MAMBA
@@ -70,7 +70,7 @@ class InspectedUnicacheTreeCore(UnicacheTreeCore, UnifiedTreeCoreInspectionInter
         if component_type == _SWA and self.swa is not None:
             return self.swa.host_state(node)
         vals = self.host_values(node)
-        return None if vals is None or component_type != _FULL else host_tensor(vals)
+        return None if vals is None or component_type != _FULL else host_tensor(vals).clone()
 
     def get_component_device_lock_ref(self, node_id: NodeId, component_type: ComponentType) -> int:
         node = self.node(node_id)
@@ -136,7 +136,7 @@ class InspectedUnicacheTreeCore(UnicacheTreeCore, UnifiedTreeCoreInspectionInter
     ) -> None:
         if component_type != _FULL:
             raise ValueError(f"component is not enabled: {component_type}")
-        self.store.host_col[self.node(node_id).slot] = None if value is None else array("i", value.tolist())
+        self.store.host_col[self.node(node_id).slot] = None if value is None else host_array(value)
 
     def set_component_device_lock_ref(self, node_id: NodeId, component_type: ComponentType, lock_ref: int) -> None:
         raise _derived("lock counts")

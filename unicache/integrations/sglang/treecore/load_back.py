@@ -46,7 +46,7 @@ class LoadBacks(TreeState):
     ) -> tuple[PoolTransfer, dict[ComponentType, list[PoolTransfer]]]:
         chain = self._load_back_chain(self.node(node_id))
         host = self.store.host_col
-        gathered = array("i")
+        gathered = array("q")
         for x in chain:
             h = host[x.slot]
             assert h is not None
