@@ -8,7 +8,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 COMPILED := build/compiled
 
-.PHONY: test test-pure test-compiled lint run setup bench bench-scale peer setup-sglang test-sglang bench-sglang
+.PHONY: test test-pure test-compiled check lint run setup bench bench-scale peer sglang-venv setup-sglang \
+	test-sglang test-sglang-suite test-sglang-then-check test-sglang-compiled check-sglang bench-sglang
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,11 +20,16 @@ $(STAMP): pyproject.toml setup.py
 setup: $(STAMP)
 	$(PY) tools/compiled_build.py $(COMPILED)
 
-# The suite runs twice, side by side (two jobs): on the pure-Python checkout and on the compiled copy.
+# Two jobs at a time (the machine's two cores): the suite on the pure-Python checkout beside the suite on the
+# compiled copy, the SGLang venv taking the slot the shorter run frees; then the SGLang suite followed by the
+# type check of the core, beside the compiled tree core's build, tests and type check (test-sglang-compiled).
 test: setup lint
-	$(MAKE) -j2 --output-sync=target --no-print-directory test-pure test-compiled
+	$(MAKE) -j2 --output-sync=target --no-print-directory test-pure test-compiled sglang-venv
+	$(MAKE) -j2 --output-sync=target --no-print-directory test-sglang-then-check test-sglang-compiled
+
+# leasecheck (mypy --strict and the ownership checker) over the core, the tests and the benchmarks.
+check: setup
 	$(VENV)/bin/leasecheck --strict leases unicache tests benchmarks
-	$(MAKE) test-sglang
 
 test-pure: setup
 	$(PY) -m pytest
@@ -78,6 +84,8 @@ SGL_RUNTIME := triton==3.8.0 msgspec==0.23.0 numpy==2.4.6 orjson==3.13.0 psutil=
 # Transitive dependencies pinned too (pip freeze of a working venv).
 SGL_PIN := -c sglang-constraints.txt
 
+sglang-venv: $(SGL_STAMP)
+
 $(SGL_STAMP): pyproject.toml sglang-constraints.txt
 	test -x $(SGL_PY) || python3 -m venv $(SGL_VENV)
 	$(SGL_PY) -m pip install -q $(SGL_PIN) $(SGL_TORCH)
@@ -94,15 +102,29 @@ SGL_COMPILED := build/compiled-sglang
 setup-sglang: $(SGL_STAMP) setup
 	$(SGL_PY) tools/compiled_build.py --sglang $(SGL_COMPILED)
 
-# The SGLang suite on the checkout, then the tree core's tests on the compiled copy
-# (tests/integrations/sglang/test_build.py checks the compiled modules are extensions).
-test-sglang: setup-sglang
+# Two jobs: the SGLang suite on the checkout, beside the compiled copy's build, the tree core's tests on it
+# (tests/integrations/sglang/test_build.py checks the compiled modules are extensions) and the type check
+# against SGLang's real signatures (check-sglang).
+test-sglang: $(SGL_STAMP) setup
+	$(MAKE) -j2 --output-sync=target --no-print-directory test-sglang-suite test-sglang-compiled
+
+test-sglang-suite: $(SGL_STAMP) setup
 	$(SGL_PY) -m pytest tests/integrations/sglang
-	$(SGL_VENV)/bin/leasecheck --config-file mypy-sglang.ini --strict
+
+test-sglang-then-check: $(SGL_STAMP) setup
+	$(MAKE) --no-print-directory test-sglang-suite check
+
+test-sglang-compiled: setup-sglang
 	@if grep -qx compiled $(SGL_COMPILED)/BUILD; then \
 		cd $(SGL_COMPILED) && UNICACHE_BUILD=compiled PYTHONPATH="$$PWD" $(abspath $(SGL_PY)) -m pytest \
 			tests/integrations/sglang/treecore tests/integrations/sglang/test_build.py; \
 	else echo "test-sglang: no compiled build (no working C compiler): the compiled tree core run is skipped"; fi
+	$(MAKE) --no-print-directory check-sglang
+
+# leasecheck against SGLang's real signatures (mypy-sglang.ini), in a cache of its own: the SGLang suite's
+# mutation test, which may run beside it, builds in .mypy_cache-sglang.
+check-sglang: $(SGL_STAMP)
+	$(SGL_VENV)/bin/leasecheck --config-file mypy-sglang.ini --strict --cache-dir .mypy_cache-sglang-check
 
 bench-sglang: setup-sglang
 	$(SGL_PY) benchmarks/bench_sglang_cores.py

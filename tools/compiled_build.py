@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".mypy_cache", ".venv", ".venv-sglang", ".hypothesis",
              ".pytest_cache", ".ruff_cache", ".grimp_cache", ".import_linter_cache", "out", "unicache-crash",
-             ".mypy_cache-sglang"}
+             ".mypy_cache-sglang", ".mypy_cache-sglang-check"}
 
 
 def project_files() -> list[Path]:

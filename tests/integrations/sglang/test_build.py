@@ -1,8 +1,9 @@
 """Which build the SGLang tree core runs on: its compiled modules are C extensions exactly when it says so.
 
-`make test-sglang` runs the SGLang suite in the checkout (pure Python), then
-`tests/integrations/sglang/treecore` and this file in the compiled copy
-`build/compiled-sglang` with `UNICACHE_BUILD=compiled`. Whatever the run, the
+`make test-sglang` runs the SGLang suite in the checkout (pure Python) beside
+the build of the compiled copy `build/compiled-sglang`, then
+`tests/integrations/sglang/treecore` and this file in that copy with
+`UNICACHE_BUILD=compiled`. Whatever the run, the
 modules of pyproject.toml's `[tool.unicache.compiled.sglang]` must all be
 extensions (compiled run) or all be sources (any other run), and so must the
 core's (`[tool.unicache.compiled]`, whose extensions that copy reuses).
