@@ -86,7 +86,9 @@ SGL_PIN := -c sglang-constraints.txt
 
 sglang-venv: $(SGL_STAMP)
 
-$(SGL_STAMP): pyproject.toml sglang-constraints.txt
+# Order-only after setup (which the suites need too): in make test's first two jobs the suites start first and
+# the venv takes the slot the shorter one frees, rather than a slot while setup runs.
+$(SGL_STAMP): pyproject.toml sglang-constraints.txt | setup
 	test -x $(SGL_PY) || python3 -m venv $(SGL_VENV)
 	$(SGL_PY) -m pip install -q $(SGL_PIN) $(SGL_TORCH)
 	$(SGL_PY) -m pip install -q --no-deps sglang==0.5.23
