@@ -57,6 +57,7 @@ from leases.check.facts import (
     HELD,
     MOVED,
     MAX_ITERATIONS,
+    TUPLE_NOUN,
     NEW,
     NONE,
     NOTHING_FACTS,
@@ -230,10 +231,14 @@ class ExpressionsMixin(OwnershipBase):
                 return self.tuple_item(base, e.index.value, e)
             self.lend(base)
             self.lend(self.ev(e.index))
-            kind = classify(self.types.get(e))
+            item_type = self.types.get(e)
+            kind = classify(item_type)
             if kind is not None:
                 return Value("borrowed", e.line, e.column, noun=kind.noun, source="a subscript",
                              slot=slot_of(e.base, e.index))
+            p = get_proper_type(item_type) if item_type is not None else None
+            if isinstance(p, TupleType) and any(classify(item) is not None for item in p.items):
+                return Value("borrowed", e.line, e.column, noun=TUPLE_NOUN, source="a subscript")
             return OTHER
         if isinstance(e, (UnaryExpr, StarExpr, YieldFromExpr)):
             self.lend(self.ev(e.expr))
@@ -705,6 +710,8 @@ class ExpressionsMixin(OwnershipBase):
         p = get_proper_type(t)
         if isinstance(p, (AnyType, UninhabitedType)) or classify(t) is not None:
             return
+        if isinstance(p, TupleType) and any(classify(item) is not None for item in p.items):
+            return  # a tuple of owned values owns them until it is unpacked or passed on
         if isinstance(p, Instance) and p.type.fullname == LEASE and any(
             isinstance(get_proper_type(a), AnyType) for a in p.args
         ):

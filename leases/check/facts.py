@@ -33,6 +33,8 @@ State: TypeAlias = dict[Var, Facts]
 
 NOTHING_FACTS: Final[Facts] = frozenset({(NOTHING, 0, 0, "")})
 MAX_ITERATIONS: Final = 32
+TUPLE_NOUN: Final = "Tuple of owned values"
+"""The noun of a tuple with owned items (a call's result, a tuple-typed parameter, a subscript of one)."""
 """Loop and comprehension fixpoints give up after this many passes."""
 
 

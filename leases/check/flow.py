@@ -51,7 +51,7 @@ from leases.check.calls import CallModel
 from leases.check.compound import CompoundMixin
 from leases.check.conditions import ConditionsMixin
 from leases.check.expressions import ExpressionsMixin
-from leases.check.facts import HELD, Frame, State, borrowed
+from leases.check.facts import HELD, TUPLE_NOUN, Frame, State, borrowed
 from leases.check.fields import FieldsMixin, unowned_fields
 from leases.check.model import (
     CONTEXT_MANAGER_DECORATORS,
@@ -62,6 +62,7 @@ from leases.check.model import (
     tracks_anywhere,
     classify,
     is_borrowed,
+    owned_tuple,
     param_mode,
 )
 from leases.check.ownership import OwnershipBase
@@ -289,7 +290,8 @@ class FunctionChecker(
                         continue
                     mode = param_mode(sig.arg_types[i])
                     kind = classify(sig.arg_types[i])
-                    noun = kind.noun if kind is not None else "Value"
+                    noun = kind.noun if kind is not None else (
+                        TUPLE_NOUN if owned_tuple(sig.arg_types[i]) else "Value")
                     if mode == "borrow" or (mode == "own" and lambda_param):
                         st[var] = borrowed(noun)
                     elif mode == "own":

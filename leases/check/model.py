@@ -136,9 +136,15 @@ def param_mode(t: Type) -> str:
     """
     if is_borrowed(t):
         return "borrow"
-    if classify(t) is not None:
+    if classify(t) is not None or owned_tuple(t):
         return "own"
     return "plain"
+
+
+def owned_tuple(t: Type | None) -> bool:
+    """Whether `t` is a tuple type with an item of a tracked type (`tuple[Lease[Full, Held], int]`)."""
+    p = get_proper_type(t) if t is not None else None
+    return isinstance(p, TupleType) and any(classify(item) is not None for item in p.items)
 
 
 def mentions_owned(t: Type | None, depth: int = 0) -> bool:

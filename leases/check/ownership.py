@@ -32,6 +32,7 @@ from leases.check.facts import (
     BORROWED,
     ENTRY,
     HELD,
+    TUPLE_NOUN,
     MOVED,
     NOTHING,
     UNKNOWN,
@@ -182,7 +183,7 @@ class OwnershipBase:
         if self.st is None:
             return
         if v.kind in ("fresh", "tuple", "awaitable", "unknown"):
-            what = {"fresh": v.noun, "tuple": "Tuple of owned values", "unknown": v.noun,
+            what = {"fresh": v.noun, "tuple": TUPLE_NOUN, "unknown": v.noun,
                     "awaitable": f"Awaitable of {v.noun or 'owned values'}"}[v.kind]
             self.report(v.line, v.column, codes.UNTRACKED.code,
                         f'{what} from "{v.source}" flows into {where}, which leasecheck cannot '
@@ -404,7 +405,7 @@ class OwnershipBase:
                         f'{v.noun} returned by "{v.source}" is discarded')
         elif v.kind == "tuple":
             self.report(v.line, v.column, codes.DISCARDED.code,
-                        f'Tuple of owned values returned by "{v.source}" is discarded')
+                        f'{TUPLE_NOUN} returned by "{v.source}" is discarded')
         elif v.kind == "awaitable":
             self.untracked_flow(v, "a call that does not await it")
         elif v.kind == "var" and v.var is not None:
@@ -656,7 +657,7 @@ class OwnershipBase:
                 for item, noun in zip(target.items, v.items):
                     sub = Value("fresh", v.line, v.column, noun=noun, source=v.source) if noun else OTHER
                     self.bind(item, sub, line)
-            else:
+            elif not self.unpack(target, v, line):
                 self.lend(v)
                 for item in target.items:
                     self.bind(item, OTHER, line)
@@ -664,6 +665,45 @@ class OwnershipBase:
             self.bind(target.expr, OTHER, line)
         else:
             self.lend(self.ev(target))
+
+    def unpack(self, target: TupleExpr | ListExpr, v: Value, line: int) -> bool:
+        """`a, b = pair` from a name or a subscript: the targets take the items over, or borrow them.
+
+        An owned name (a tuple of leases, a display) moves into the targets,
+        each owning the item its type tracks, so a target left unreleased is a
+        leak and a later use of the name a use after move; a borrowed view (a
+        subscript, a `Borrowed` name) lends its items to the targets. False
+        when neither applies (a starred target, targets whose types own
+        nothing, a value that is not a name or a view): the caller lends.
+        """
+        if any(isinstance(item, StarExpr) for item in target.items):
+            return False
+        nouns = [self.target_noun(item) for item in target.items]
+        if not any(nouns):
+            return False
+        if v.kind == "borrowed" or self.is_borrow(v):
+            self.lend(v)
+            source = v.source if v.kind == "borrowed" else f'"{v.var.name if v.var else "a view"}"'
+            for item, noun in zip(target.items, nouns):
+                self.bind(item, Value("borrowed", v.line, v.column, noun=noun, source=source) if noun else OTHER,
+                          line)
+            return True
+        if v.var is None or not self.owns(v):
+            return False
+        source = f"the unpacking of {v.var.name}"
+        self.transfer(v, "unpacking it", line)
+        for item, noun in zip(target.items, nouns):
+            self.bind(item, Value("fresh", v.line, v.column, noun=noun, source=source) if noun else OTHER, line)
+        return True
+
+    def target_noun(self, target: Expression) -> str | None:
+        """The noun of what an unpacking target owns by its type (a name's inferred type), or None."""
+        var = target.node if isinstance(target, NameExpr) else None
+        t = var.type if isinstance(var, Var) and var.type is not None else self.types.get(target)
+        if is_borrowed(t):
+            return None
+        kind = classify(t)
+        return kind.noun if kind is not None else None
 
     def drained_by_loop(self, place: Var, name: str | None) -> None:
         """`for x in self.c: consume(x)` then `self.c = []`: the new value replaces a spent container."""
