@@ -69,6 +69,7 @@ from leases.check.facts import (
     ENTRY,
     HELD,
     MAX_ITERATIONS,
+    NOTHING_FACTS,
     OTHER,
     RELEASED,
     UNKNOWN,
@@ -206,20 +207,39 @@ class CompoundMixin(OwnershipBase):
             return
         entry = self.st
         loop_locals = self.loop_locals(s, [s.index, s.body])
+        spent = self.held_local_container(container) if mode == "entry" and container is not None else None
+        targets = [v for v in map(self.local_var, target_names(s.index)) if v is not None]
+        drained: list[bool] = []
 
         def one_pass(head: State) -> tuple[State | None, State | None]:
             self.st = dict(head)
             self.pop_tested(list(self.pop_markers))
             self.bind_loop_target(s.index, mode, container, s.line)
             self.block(s.body)
+            frame = self.frames[-1]
+            if spent is not None and isinstance(frame, LoopFrame):
+                drained.append(all(self.consumed_all(st, targets) for st in (self.st, *frame.continues)))
             return head, self.st
 
         exit_state, frame = self.run_loop(entry, one_pass, loop_locals, self._last_line(s.body))
+        if spent is not None and exit_state is not None and drained and drained[-1]:
+            exit_state[spent] = NOTHING_FACTS  # every item was consumed or handed on: the container is spent
         self.st = exit_state
         if self.st is not None and s.else_body is not None:
             self.block(s.else_body)
         self.st = join_all([self.st, *frame.breaks])
         self.pop_tested(list(self.pop_markers))
+
+    @staticmethod
+    def consumed_all(st: State | None, targets: list[Var]) -> bool:
+        """At the end of a loop body (or a `continue`): each target holding an item was consumed or moved."""
+        if st is None:
+            return True
+        for var in targets:
+            facts = st.get(var, ())
+            if any(fact[0] == ENTRY for fact in facts):
+                return False
+        return True
 
     def iteration(self, it: Expression) -> tuple[str, Expression | None]:
         """What a loop over `it` binds: "owned" items (an owning generator), "entry" (items of a
@@ -634,3 +654,12 @@ def _tracked_somewhere(t: Type) -> bool:
     if isinstance(p, TupleType):
         return any(_tracked_somewhere(x) for x in p.items)
     return classify(t) is not None and not is_borrowed(t)
+
+
+def target_names(target: Expression) -> list[NameExpr]:
+    """The names a `for` target binds (`x`, or each name of `a, (b, c)`)."""
+    if isinstance(target, NameExpr):
+        return [target]
+    if isinstance(target, (TupleExpr, ListExpr)):
+        return [name for item in target.items for name in target_names(item)]
+    return []

@@ -7,6 +7,7 @@ from mypy.nodes import (
     CallExpr,
     ComparisonExpr,
     Expression,
+    IntExpr,
     MemberExpr,
     NameExpr,
     Node,
@@ -18,7 +19,7 @@ from mypy.nodes import (
 )
 from mypy.types import Instance, NoneType, UnionType, get_proper_type
 
-from leases.check.facts import State, join, spelled
+from leases.check.facts import NOTHING_FACTS, State, join, spelled
 from leases.check.model import LEASE, is_linear_info, tracked_instance
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children
@@ -69,9 +70,39 @@ class ConditionsMixin(OwnershipBase):
                 self.narrow(st, var, present=true_means_value),
                 self.narrow(st, var, present=not true_means_value),
             )
+        emptied, when = self.emptiness_test(e)
         self.lend(self.ev(e))
-        st = self.st
-        return st, (None if st is None else dict(st))
+        st = self.current()  # the evaluation may have ended the path (a call that never returns)
+        if st is None:
+            return None, None
+        t, f = st, dict(st)
+        if emptied is not None:
+            empty = t if when else f
+            empty[emptied] = NOTHING_FACTS  # `while pins:` exits, `if not pins:` holds: an empty container owns nothing
+        return t, f
+
+    def emptiness_test(self, e: Expression) -> tuple[Var | None, bool]:
+        """For `c`, `len(c)`, `len(c) == 0`, `len(c) > 0` (and the like) over a local container of owned
+        values: the container, and whether the test's true branch (else its false one) finds it empty."""
+        if isinstance(e, CallExpr) and isinstance(e.callee, NameExpr) and e.callee.fullname == "builtins.len" \
+                and len(e.args) == 1:
+            return self.held_local_container(e.args[0]), False
+        if isinstance(e, ComparisonExpr) and len(e.operators) == 1:
+            left, right = e.operands
+            op = e.operators[0]
+            if isinstance(left, IntExpr):
+                left, right = right, left
+                op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+            var, _ = self.emptiness_test(left) if isinstance(left, CallExpr) else (None, False)
+            if var is None or not isinstance(right, IntExpr):
+                return None, False
+            n = right.value
+            if (op == "==" and n == 0) or (op == "<=" and n == 0) or (op == "<" and n == 1):
+                return var, True
+            if (op == "!=" and n == 0) or (op == ">" and n == 0) or (op == ">=" and n == 1):
+                return var, False
+            return None, False
+        return self.held_local_container(e), False
 
     def none_test(self, e: Expression) -> tuple[Var, bool] | None:
         """For `x is None`, `x is not None`, `x` and walrus forms: (x, true-means-not-None)."""

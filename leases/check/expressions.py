@@ -83,6 +83,7 @@ from leases.check.model import (
     consuming_method,
     container_item,
     is_borrowed,
+    owned_item,
     is_weak_owner,
 )
 from leases.check.calls import STDLIB_CONTAINERS
@@ -213,14 +214,14 @@ class ExpressionsMixin(OwnershipBase):
                 self.lend(self.ev(e.expr))
             return OTHER
         if isinstance(e, (ListComprehension, SetComprehension)):
-            self.comprehension(e.generator, None)
-            return OTHER
+            noun = self.comprehension(e.generator, None)
+            return Value("display", e.line, e.column, noun=noun, source="a comprehension") if noun else OTHER
         if isinstance(e, GeneratorExpr):
             self.comprehension(e, None)
             return OTHER
         if isinstance(e, DictionaryComprehension):
-            self.comprehension(e, e)
-            return OTHER
+            noun = self.comprehension(e, e)
+            return Value("display", e.line, e.column, noun=noun, source="a comprehension") if noun else OTHER
         if isinstance(e, LambdaExpr):
             self.capture_check(e, "a lambda")
             self.mod.enqueue_function(e, self.enclosing | frozenset(self.locals))
@@ -268,13 +269,20 @@ class ExpressionsMixin(OwnershipBase):
         return Value("fresh", at.line, at.column, noun=picked, source=t.source)
 
     def comprehension(self, g: GeneratorExpr | DictionaryComprehension,
-                      dict_comp: DictionaryComprehension | None) -> None:
+                      dict_comp: DictionaryComprehension | None) -> str:
+        """Analyse a comprehension; the noun of the owned values it stores in its result ("" if none)."""
         modes = [self.iteration(seq) for seq in g.sequences]
         self.lend(self.ev(g.sequences[0]))
         if self.st is None:
-            return
+            return ""
         entry = self.st
         line = g.line
+        stored: list[str] = []
+
+        def store(v: Value) -> None:
+            if self.owns(v):
+                stored.append(v.noun or (_noun(self.facts(v.var)) if v.var else "") or "Lease")
+            self.transfer(v, "storing it in a container", line)
 
         def one_pass(head: State) -> State | None:
             self.st = dict(head)
@@ -290,10 +298,9 @@ class ExpressionsMixin(OwnershipBase):
             if dict_comp is not None:
                 if dict_comp.key is not None:
                     self.lend(self.ev(dict_comp.key))
-                self.sink(dict_comp.value,
-                          lambda v: self.transfer(v, "storing it in a container", line))
+                self.sink(dict_comp.value, store)
             elif isinstance(g, GeneratorExpr):
-                self.sink(g.left_expr, lambda v: self.transfer(v, "storing it in a container", line))
+                self.sink(g.left_expr, store)
             return join_all([self.st, *skipped])
 
         head = entry
@@ -310,6 +317,7 @@ class ExpressionsMixin(OwnershipBase):
             self.muted -= 1
         one_pass(head)
         self.st = head
+        return stored[0] if stored else ""
 
 
     def call(self, e: CallExpr) -> Value:
@@ -355,6 +363,8 @@ class ExpressionsMixin(OwnershipBase):
                     self.sink(inner, self.untyped_argument)
             elif mode == "untyped":
                 self.sink(arg, self.untyped_argument)
+            elif not pure and self.held_local_container(arg) is not None:
+                self.transfer(self.ev(arg), "passing it on", e.line)  # the callee drains it or keeps it
             elif generic is not None and not isinstance(arg, ConditionalExpr):
                 v = self.ev(arg)
                 if v.kind == "awaitable":
@@ -712,6 +722,8 @@ class ExpressionsMixin(OwnershipBase):
             return
         if isinstance(p, TupleType) and any(classify(item) is not None for item in p.items):
             return  # a tuple of owned values owns them until it is unpacked or passed on
+        if owned_item(container_item(t)) and var not in self.links:
+            return  # a local container of owned values owns them until it is drained, emptied or handed on
         if isinstance(p, Instance) and p.type.fullname == LEASE and any(
             isinstance(get_proper_type(a), AnyType) for a in p.args
         ):

@@ -141,6 +141,11 @@ def param_mode(t: Type) -> str:
     return "plain"
 
 
+def owned_item(t: Type | None) -> bool:
+    """Whether a container item of type `t` is owned by its container (a tracked type or a tuple of one)."""
+    return t is not None and not is_borrowed(t) and (classify(t) is not None or owned_tuple(t))
+
+
 def owned_tuple(t: Type | None) -> bool:
     """Whether `t` is a tuple type with an item of a tracked type (`tuple[Lease[Full, Held], int]`)."""
     p = get_proper_type(t) if t is not None else None

@@ -53,7 +53,7 @@ from leases.check.facts import (
     spelled,
     verb,
 )
-from leases.check.model import CONTAINERS, classify, container_item, is_borrowed, tracks_anywhere
+from leases.check.model import CONTAINERS, classify, container_item, is_borrowed, owned_item, tracks_anywhere
 from leases.check.walk import name_refs
 
 if TYPE_CHECKING:
@@ -472,12 +472,26 @@ class OwnershipBase:
             f[0] == HELD for f in self.st.get(v.var, ())
         )
 
+    def held_local_container(self, e: Expression) -> Var | None:
+        """The local name `e` when it holds a container of owned values this function owns, else None."""
+        if not isinstance(e, NameExpr):
+            return None
+        var = self.local_var(e)
+        if var is None or var in self.container_places:
+            return None
+        if not owned_item(container_item(self.types.get(e))):
+            return None
+        return var if any(fact[0] == HELD for fact in self.facts(var)) else None
+
     def filled(self, container: Expression, t: Type | None, line: int) -> None:
         """An owned value was moved into a local container: the container now holds it.
 
-        Any later read of the container (iterating, draining, returning, passing
-        it on) ends the tracking, since the element-wise fate is not followed;
-        a container that is filled and then dropped, overwritten or deleted leaks.
+        It stays owned through reads (`len(c)`, a subscript, a loop that only
+        reads): a `for` loop that consumes or hands on every item spends it, so
+        does a test that finds it empty (`while c:` exiting, `if not c:`,
+        `assert not c`), and returning it, storing it or passing it to a call
+        hands it on. A container that is dropped, overwritten or deleted
+        while owned leaks.
         """
         if self.st is None or not isinstance(container, NameExpr):
             return

@@ -69,6 +69,7 @@ def test_acks_cross_threads_through_a_mailbox() -> None:
     assert sorted(acked) == ids
     for i in acked:
         tickets.pop(i).release()
+    assert not tickets
     assert len(pins) == 0 and led.live_count == 0 and led.released == 200
 
 
