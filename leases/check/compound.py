@@ -115,15 +115,15 @@ class CompoundMixin(OwnershipBase):
         Returns the head-exit state of the final pass and its frame.
         """
         head = entry
-        self.muted += 1
+        self.s.muted += 1
         try:
             for _ in range(MAX_ITERATIONS):
                 frame = LoopFrame(frame_locals)
-                self.frames.append(frame)
+                self.s.frames.append(frame)
                 try:
                     _, end = one_pass(dict(head))
                 finally:
-                    self.frames.pop()
+                    self.s.frames.pop()
                 if end is not None:
                     self.loop_exit_check(frame, end, "loop-end", end_line)
                 new_head = join_all([entry, end, *frame.continues])
@@ -132,23 +132,23 @@ class CompoundMixin(OwnershipBase):
                     break
                 head = new_head
             else:
-                self.mod.note(end_line, 0, f"partial: the loop ending at line {end_line} reached no "
+                self.s.mod.note(end_line, 0, f"partial: the loop ending at line {end_line} reached no "
                                            f"fixpoint in {MAX_ITERATIONS} passes")
         finally:
-            self.muted -= 1
+            self.s.muted -= 1
         frame = LoopFrame(frame_locals)
-        self.frames.append(frame)
+        self.s.frames.append(frame)
         try:
             exit_state, end = one_pass(dict(head))
         finally:
-            self.frames.pop()
+            self.s.frames.pop()
         if end is not None:
             self.loop_exit_check(frame, end, "loop-end", end_line)
         return exit_state, frame
 
     def while_stmt(self, s: WhileStmt) -> None:
-        assert self.st is not None
-        entry = self.st
+        assert self.s.st is not None
+        entry = self.s.st
         forever = (isinstance(s.expr, NameExpr) and s.expr.fullname == "builtins.True") or (
             isinstance(s.expr, IntExpr) and s.expr.value != 0
         )
@@ -156,20 +156,20 @@ class CompoundMixin(OwnershipBase):
         self.never_drains(s)
 
         def one_pass(head: State) -> tuple[State | None, State | None]:
-            self.st = head
-            self.pop_tested(list(self.pop_markers))  # each iteration asks afresh
-            t, f = self.cond(s.expr)
-            self.st = t
+            self.s.st = head
+            self.pop_tested(list(self.s.pop_markers))  # each iteration asks afresh
+            t, f = self.rules.cond(s.expr)
+            self.s.st = t
             if t is not None:
-                self.block(s.body)
-            return (None if forever else f), self.st
+                self.rules.block(s.body)
+            return (None if forever else f), self.s.st
 
         exit_state, frame = self.run_loop(entry, one_pass, loop_locals, self._last_line(s.body))
-        self.st = exit_state
-        if self.st is not None and s.else_body is not None:
-            self.block(s.else_body)
-        self.st = join_all([self.st, *frame.breaks])
-        self.pop_tested(list(self.pop_markers))
+        self.s.st = exit_state
+        if self.s.st is not None and s.else_body is not None:
+            self.rules.block(s.else_body)
+        self.s.st = join_all([self.s.st, *frame.breaks])
+        self.pop_tested(list(self.s.pop_markers))
 
     def never_drains(self, s: WhileStmt) -> None:
         """`while pins:` over a container of owned values whose body cannot change `pins`.
@@ -179,7 +179,7 @@ class CompoundMixin(OwnershipBase):
         released. A body that does any of those is assumed to drain it.
         """
         name = spelled(s.expr) if isinstance(s.expr, (NameExpr, MemberExpr)) else None
-        item = container_item(self.types.get(s.expr))
+        item = container_item(self.s.types.get(s.expr))
         if name is None or item is None or is_borrowed(item):
             return
         kind = classify(item)
@@ -202,33 +202,33 @@ class CompoundMixin(OwnershipBase):
 
     def for_stmt(self, s: ForStmt) -> None:
         mode, container = self.iteration(s.expr)
-        self.lend(self.ev(s.expr))
-        if self.st is None:
+        self.lend(self.rules.ev(s.expr))
+        if self.s.st is None:
             return
-        entry = self.st
+        entry = self.s.st
         loop_locals = self.loop_locals(s, [s.index, s.body])
         spent = self.held_local_container(container) if mode == "entry" and container is not None else None
         targets = [v for v in map(self.local_var, target_names(s.index)) if v is not None]
         drained: list[bool] = []
 
         def one_pass(head: State) -> tuple[State | None, State | None]:
-            self.st = dict(head)
-            self.pop_tested(list(self.pop_markers))
+            self.s.st = dict(head)
+            self.pop_tested(list(self.s.pop_markers))
             self.bind_loop_target(s.index, mode, container, s.line)
-            self.block(s.body)
-            frame = self.frames[-1]
+            self.rules.block(s.body)
+            frame = self.s.frames[-1]
             if spent is not None and isinstance(frame, LoopFrame):
-                drained.append(all(self.consumed_all(st, targets) for st in (self.st, *frame.continues)))
-            return head, self.st
+                drained.append(all(self.consumed_all(st, targets) for st in (self.s.st, *frame.continues)))
+            return head, self.s.st
 
         exit_state, frame = self.run_loop(entry, one_pass, loop_locals, self._last_line(s.body))
         if spent is not None and exit_state is not None and drained and drained[-1]:
             exit_state[spent] = NOTHING_FACTS  # every item was consumed or handed on: the container is spent
-        self.st = exit_state
-        if self.st is not None and s.else_body is not None:
-            self.block(s.else_body)
-        self.st = join_all([self.st, *frame.breaks])
-        self.pop_tested(list(self.pop_markers))
+        self.s.st = exit_state
+        if self.s.st is not None and s.else_body is not None:
+            self.rules.block(s.else_body)
+        self.s.st = join_all([self.s.st, *frame.breaks])
+        self.pop_tested(list(self.s.pop_markers))
 
     @staticmethod
     def consumed_all(st: State | None, targets: list[Var]) -> bool:
@@ -252,7 +252,7 @@ class CompoundMixin(OwnershipBase):
             source = self.iterated_container(it)
             if source is not None:
                 return self.container_mode(source), source
-            produced = self.calls.generator_yields(it)
+            produced = self.s.calls.generator_yields(it)
             if produced is not None:
                 if is_borrowed(produced) or classify(produced) is None:
                     return ("borrowed" if classify(produced) is not None else ""), None
@@ -260,7 +260,7 @@ class CompoundMixin(OwnershipBase):
         found = self.container_mode(it)
         if found:
             return found, it
-        t = self.types.get(it)
+        t = self.s.types.get(it)
         p = get_proper_type(t) if t is not None else None
         if isinstance(p, Instance) and p.type.fullname in ONE_SHOT and p.args \
                 and classify(p.args[0]) is not None:
@@ -274,7 +274,7 @@ class CompoundMixin(OwnershipBase):
     def iterated_container(self, it: Expression) -> Expression | None:
         """The container whose items `it` iterates: `c.values()`, `list(c.items())`, `enumerate(c)`."""
         if not isinstance(it, CallExpr):
-            return it if container_item(self.types.get(it)) is not None else None
+            return it if container_item(self.s.types.get(it)) is not None else None
         callee = it.callee
         if isinstance(callee, MemberExpr) and callee.name in ("values", "items", "copy") \
                 and not it.args:
@@ -284,7 +284,7 @@ class CompoundMixin(OwnershipBase):
         return None
 
     def container_mode(self, e: Expression) -> str:
-        t = self.types.get(e)
+        t = self.s.types.get(e)
         p = get_proper_type(t) if t is not None else None
         if isinstance(p, Instance) and p.type.fullname == "builtins.tuple" and p.args:
             item: Type | None = p.args[0]
@@ -302,7 +302,7 @@ class CompoundMixin(OwnershipBase):
     def bind_loop_target(self, target: Expression, mode: str, container: Expression | None,
                          line: int) -> None:
         """Bind a `for` (or comprehension) target according to `iteration`'s answer."""
-        if self.st is None:
+        if self.s.st is None:
             return
         if isinstance(target, (TupleExpr, ListExpr)):
             for item in target.items:
@@ -314,7 +314,7 @@ class CompoundMixin(OwnershipBase):
             self.bind(target, OTHER, line)
             if var is not None and container is not None and self.outlives(container) \
                     and container_item(var.type) is not None:
-                self.aliases.add(var)  # `for group in self.groups.values()`: group lives on
+                self.s.aliases.add(var)  # `for group in self.groups.values()`: group lives on
             return
         if mode == "owned":
             self.bind_local(var, Value("fresh", target.line, target.column, noun=kind.noun,
@@ -322,27 +322,27 @@ class CompoundMixin(OwnershipBase):
             return
         self.bind_local(var, OTHER, target.line, target.column)
         if mode == "borrowed":
-            self.st[var] = borrowed(kind.noun)
+            self.s.st[var] = borrowed(kind.noun)
         elif mode == "unknown":
-            self.st[var] = frozenset({(UNKNOWN, target.line, target.column, kind.noun)})
+            self.s.st[var] = frozenset({(UNKNOWN, target.line, target.column, kind.noun)})
         else:
             name = spelled(container) if container is not None else None
             marker = self.marker(f"{name or '<container>'}[*]")
             if name is not None and self.outlives(container):
-                self.entries[marker] = name
-            self.entry_of[var] = marker
-            self.st[var] = frozenset({(ENTRY, target.line, target.column, kind.noun)})
+                self.s.entries[marker] = name
+            self.s.entry_of[var] = marker
+            self.s.st[var] = frozenset({(ENTRY, target.line, target.column, kind.noun)})
 
     def outlives(self, container: Expression | None) -> bool:
         """Whether a container outlives this call: a parameter, a field, anything but a local."""
         if isinstance(container, NameExpr):
             var = container.node
-            if isinstance(var, Var) and var in self.aliases:
+            if isinstance(var, Var) and var in self.s.aliases:
                 return True
-            if isinstance(var, Var) and var in self.locals:
-                return self.fn is not None and any(
+            if isinstance(var, Var) and var in self.s.locals:
+                return self.s.fn is not None and any(
                     a.variable is var and a.kind not in (ARG_STAR, ARG_STAR2)
-                    for a in self.fn.arguments
+                    for a in self.s.fn.arguments
                 )
             return True
         return isinstance(container, MemberExpr)
@@ -360,63 +360,63 @@ class CompoundMixin(OwnershipBase):
         for texpr in s.types:
             handlers.append(None if texpr is None else self.handler_classes(texpr))
         frame = TryFrame(handlers, s.finally_body is not None)
-        self.frames.append(frame)
+        self.s.frames.append(frame)
         try:
-            self.block(s.body)
-            body_out = self.st
+            self.rules.block(s.body)
+            body_out = self.s.st
             frame.in_body = False
             outs: list[State | None] = []
             for i, handler in enumerate(s.handlers):
-                self.st = join(frame.body_exc, frame.caught[i])
-                if self.st is None:
+                self.s.st = join(frame.body_exc, frame.caught[i])
+                if self.s.st is None:
                     continue
                 target = s.vars[i]
                 if target is not None:
                     self.bind(target, OTHER, handler.line)
-                self.block(handler)
-                outs.append(self.st)
+                self.rules.block(handler)
+                outs.append(self.s.st)
             if not frame.catch_all():
                 frame.escaping = join(frame.escaping, frame.body_exc)
-            self.st = body_out
-            if self.st is not None and s.else_body is not None:
-                self.block(s.else_body)
-            outs.append(self.st)
+            self.s.st = body_out
+            if self.s.st is not None and s.else_body is not None:
+                self.rules.block(s.else_body)
+            outs.append(self.s.st)
             normal = join_all(outs)
         finally:
-            self.frames.pop()
+            self.s.frames.pop()
         if s.finally_body is None:
-            self.st = frame.escaping
+            self.s.st = frame.escaping
             self.record_exception()
-            self.st = normal
+            self.s.st = normal
             return
         fin = s.finally_body
         everything = join_all([normal, frame.escaping, *(p.state for p in frame.pending)])
         if everything is None:
-            self.st = None
+            self.s.st = None
             return
-        self.st = everything
-        self.block(fin)
-        self.muted += 1
+        self.s.st = everything
+        self.rules.block(fin)
+        self.s.muted += 1
         try:
             escaping = self.run_block_from(fin, frame.escaping)
             resumed = [(p, self.run_block_from(fin, p.state)) for p in frame.pending]
             after_normal = self.run_block_from(fin, normal)
         finally:
-            self.muted -= 1
+            self.s.muted -= 1
         if escaping is not None:
-            self.st = escaping
+            self.s.st = escaping
             self.record_exception()
         for p, st in resumed:
             if st is not None:
                 self.unwind(p.kind, st, p.line, p.raised)
-        self.st = after_normal
+        self.s.st = after_normal
 
     def run_block_from(self, b: Block, st: State | None) -> State | None:
         if st is None:
             return None
-        self.st = dict(st)
-        self.block(b)
-        return self.st
+        self.s.st = dict(st)
+        self.rules.block(b)
+        return self.s.st
 
     def handler_classes(self, e: Expression) -> list[TypeInfo] | None:
         """The classes an `except` clause catches, from the clause's type (a tuple variable too).
@@ -429,7 +429,7 @@ class CompoundMixin(OwnershipBase):
             if isinstance(item, RefExpr) and isinstance(item.node, TypeInfo):
                 out.append(item.node)
                 continue
-            found = _caught_by_type(self.types.get(item))
+            found = _caught_by_type(self.s.types.get(item))
             if found is None:
                 return None
             out.extend(found)
@@ -440,17 +440,17 @@ class CompoundMixin(OwnershipBase):
         kept: list[tuple[Var, Facts]] = []
         swallows = False
         for expr, target in zip(s.expr, s.target):
-            v = self.ev(expr)
-            if self.st is None:
+            v = self.rules.ev(expr)
+            if self.s.st is None:
                 return
             if v.kind == "var" and v.var is not None:
                 self.check_use(v.var, v.line, v.column)
                 facts = self.facts(v.var)
                 held = [f for f in facts if f[0] == HELD]
                 if held:
-                    self.st[v.var] = borrowed(held[0][3])
+                    self.s.st[v.var] = borrowed(held[0][3])
                     exit_name = "__aexit__" if s.is_async else "__exit__"
-                    if self.calls.is_consuming(self.types.get(expr), exit_name):
+                    if self.s.calls.is_consuming(self.s.types.get(expr), exit_name):
                         after_block.append(v.var)
                     else:
                         kept.append((v.var, facts))
@@ -460,30 +460,30 @@ class CompoundMixin(OwnershipBase):
                 kind = classify(var.type) if var is not None else None
                 if var is not None and kind is not None:
                     self.bind_local(var, OTHER, target.line, target.column)
-                    self.st[var] = borrowed(kind.noun)
+                    self.s.st[var] = borrowed(kind.noun)
                     after_block.append(var)
                 else:
                     self.bind(target, OTHER, s.line)
         frame = WithFrame() if swallows else None
         if frame is not None:
-            self.frames.append(frame)
+            self.s.frames.append(frame)
         try:
-            self.block(s.body)
+            self.rules.block(s.body)
         finally:
             if frame is not None:
-                self.frames.pop()
+                self.s.frames.pop()
         if frame is not None:
-            self.st = join(self.st, frame.swallowed)
-        if self.st is not None:
+            self.s.st = join(self.s.st, frame.swallowed)
+        if self.s.st is not None:
             for var in after_block:
                 noun = "Lease" if var.type is None else (classify(var.type) or Tracked("Lease", True)).noun
-                self.st[var] = frozenset({(RELEASED, s.line, s.column, noun)})
+                self.s.st[var] = frozenset({(RELEASED, s.line, s.column, noun)})
             for var, facts in kept:
-                self.st[var] = facts
+                self.s.st[var] = facts
 
     def exit_swallows(self, cm: Expression, is_async: bool) -> bool:
         """Whether the context manager's `__exit__` is declared to return `bool`."""
-        t = self.types.get(cm)
+        t = self.s.types.get(cm)
         p = get_proper_type(t) if t is not None else None
         if not isinstance(p, Instance):
             return False
@@ -506,36 +506,36 @@ class CompoundMixin(OwnershipBase):
         ):
             items = []
             for i, item in enumerate(s.subject.items):
-                v = self.ev(item)
-                if v.kind == "fresh" and self.st is not None:
+                v = self.rules.ev(item)
+                if v.kind == "fresh" and self.s.st is not None:
                     temp = Var(f"match subject item {i}", None)
-                    self.st[temp] = frozenset({(HELD, v.line, v.column, v.noun)})
+                    self.s.st[temp] = frozenset({(HELD, v.line, v.column, v.noun)})
                     temps.append(temp)
                     v = Value("var", v.line, v.column, var=temp)
                 elif v.kind != "var":
                     self.lend(v)
                 items.append(v)
         else:
-            self.lend(self.ev(s.subject))
-        if self.st is None:
+            self.lend(self.rules.ev(s.subject))
+        if self.s.st is None:
             return
-        remaining: State | None = self.st
+        remaining: State | None = self.s.st
         outs: list[State | None] = []
         subject = self.local_var(s.subject)
         whole = Value("var", s.subject.line, s.subject.column, var=subject) if subject else None
-        enum_left = _enum_members(self.types.get(s.subject))
+        enum_left = _enum_members(self.s.types.get(s.subject))
         for pattern, guard, body in zip(s.patterns, s.guards, s.bodies):
             if remaining is None:
                 break
-            self.st = dict(remaining)
+            self.s.st = dict(remaining)
             presence = self.pattern_presence(pattern) if subject is not None else None
             if subject is not None and presence is not None:
-                self.st = self.narrow(self.st, subject, present=presence)
+                self.s.st = self.narrow(self.s.st, subject, present=presence)
             self.bind_pattern(pattern, whole, items)
             if guard is not None:
-                t, f = self.cond(guard)
+                t, f = self.rules.cond(guard)
                 remaining = join(remaining, f)
-                self.st = t
+                self.s.st = t
             elif self.irrefutable(pattern, items):
                 remaining = None
             else:
@@ -545,15 +545,15 @@ class CompoundMixin(OwnershipBase):
                     enum_left -= _enum_values(pattern)
                     if not enum_left:
                         remaining = None
-            if self.st is not None:
-                self.block(body)
-            outs.append(self.st)
+            if self.s.st is not None:
+                self.rules.block(body)
+            outs.append(self.s.st)
         outs.append(remaining)
-        self.st = join_all(outs)
-        if temps and self.st is not None:
-            self.check_exit(self.st, "match", s.line, only=temps)
+        self.s.st = join_all(outs)
+        if temps and self.s.st is not None:
+            self.check_exit(self.s.st, "match", s.line, only=temps)
             for temp in temps:
-                self.st.pop(temp, None)
+                self.s.st.pop(temp, None)
 
     def pattern_presence(self, p: Pattern) -> bool | None:
         """False for `case None:`, True for a class pattern of a tracked class, else None."""
@@ -593,7 +593,7 @@ class CompoundMixin(OwnershipBase):
         for name in name_refs(p):
             if name in bound:
                 continue
-            if isinstance(name.node, Var) and name.node in self.locals and name.is_new_def:
+            if isinstance(name.node, Var) and name.node in self.s.locals and name.is_new_def:
                 self.bind(name, OTHER, name.line)
 
 

@@ -30,23 +30,23 @@ class ConditionsMixin(OwnershipBase):
 
     def cond(self, e: Expression) -> tuple[State | None, State | None]:
         """Evaluate a condition; return the states where it is true and false."""
-        if self.st is None:
+        if self.s.st is None:
             return None, None
-        if self.pop_markers:
+        if self.s.pop_markers:
             self.pop_tested(spellings(e))
         t, f = self.test(e)
         names = counted(e)
         if names:
-            after = self.st
+            after = self.s.st
             for st in (t, f):
-                self.st = st
+                self.s.st = st
                 self.pop_counted(names)
-            self.st = after
+            self.s.st = after
         return t, f
 
     def test(self, e: Expression) -> tuple[State | None, State | None]:
         """`cond` without the bookkeeping of containers tested for pops."""
-        if self.st is None:
+        if self.s.st is None:
             return None, None
         if isinstance(e, UnaryExpr) and e.op == "not":
             t, f = self.cond(e.expr)
@@ -54,10 +54,10 @@ class ConditionsMixin(OwnershipBase):
         if isinstance(e, OpExpr) and e.op in ("and", "or"):
             t1, f1 = self.cond(e.left)
             if e.op == "and":
-                self.st = t1
+                self.s.st = t1
                 t2, f2 = self.cond(e.right)
                 return t2, join(f1, f2)
-            self.st = f1
+            self.s.st = f1
             t2, f2 = self.cond(e.right)
             return join(t1, t2), f2
         test = self.none_test(e)
@@ -71,7 +71,7 @@ class ConditionsMixin(OwnershipBase):
                 self.narrow(st, var, present=not true_means_value),
             )
         emptied, when = self.emptiness_test(e)
-        self.lend(self.ev(e))
+        self.lend(self.rules.ev(e))
         st = self.current()  # the evaluation may have ended the path (a call that never returns)
         if st is None:
             return None, None
@@ -128,9 +128,9 @@ class ConditionsMixin(OwnershipBase):
             if var is not None and (info.fullname == LEASE or is_linear_info(info)):
                 return var, True
             return None
-        if isinstance(e, MemberExpr) and self.container_places:
+        if isinstance(e, MemberExpr) and self.s.container_places:
             var = self.local_var(e)
-            if var in self.container_places:
+            if var in self.s.container_places:
                 return var, True
         if isinstance(e, (NameExpr, AssignmentExpr, MemberExpr)):
             name = e.target if isinstance(e, AssignmentExpr) else e
@@ -142,12 +142,12 @@ class ConditionsMixin(OwnershipBase):
 
     def tested_var(self, e: Expression) -> Var | None:
         if isinstance(e, AssignmentExpr):
-            self.ev(e)
+            self.rules.ev(e)
             return self.local_var(e.target)
         return self.local_var(e)
 
     def truthiness_is_presence(self, e: Expression) -> bool:
-        t = self.types.get(e)
+        t = self.s.types.get(e)
         p = get_proper_type(t) if t is not None else None
         if not isinstance(p, UnionType):
             return False

@@ -97,7 +97,7 @@ class ExpressionsMixin(OwnershipBase):
 
     def ev(self, e: Expression) -> Value:
         """Evaluate `e` for its ownership effects; return where its value comes from."""
-        if self.st is None:
+        if self.s.st is None:
             return OTHER
         if isinstance(e, NameExpr):
             var = self.local_var(e)
@@ -110,12 +110,12 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(e, MemberExpr):
             if isinstance(e.expr, RefExpr) and isinstance(e.expr.node, MypyFile):
                 return OTHER
-            place = self.local_var(e) if self.places else None
+            place = self.local_var(e) if self.s.places else None
             if place is not None:
                 self.narrowed_away(place, e)
                 return Value("var", e.line, e.column, var=place)
             receiver = self.ev(e.expr)
-            if receiver.kind == "var" and self.calls.is_consuming(self.types.get(e.expr), e.name):
+            if receiver.kind == "var" and self.s.calls.is_consuming(self.s.types.get(e.expr), e.name):
                 self.transfer(receiver, "binding its consuming method", e.line)
             else:
                 self.lend(receiver)
@@ -167,23 +167,23 @@ class ExpressionsMixin(OwnershipBase):
             return OTHER
         if isinstance(e, OpExpr):
             if e.op in ("and", "or"):
-                t, f = self.cond(e.left)
-                self.st = t if e.op == "and" else f
+                t, f = self.rules.cond(e.left)
+                self.s.st = t if e.op == "and" else f
                 skipped = f if e.op == "and" else t
                 self.lend(self.ev(e.right))
-                self.st = join(self.st, skipped)
+                self.s.st = join(self.s.st, skipped)
                 return OTHER
             self.lend(self.ev(e.left))
             self.lend(self.ev(e.right))
             return OTHER
         if isinstance(e, ConditionalExpr):
-            t, f = self.cond(e.cond)
-            self.st = t
+            t, f = self.rules.cond(e.cond)
+            self.s.st = t
             self.lend(self.ev(e.if_expr))
-            after = self.st
-            self.st = f
+            after = self.s.st
+            self.s.st = f
             self.lend(self.ev(e.else_expr))
-            self.st = join(after, self.st)
+            self.s.st = join(after, self.s.st)
             return OTHER
         if isinstance(e, CastExpr) and isinstance(get_proper_type(e.type), AnyType):
             self.sink(e.expr, lambda v: self.untracked_flow(v, "a cast to Any"))
@@ -204,7 +204,7 @@ class ExpressionsMixin(OwnershipBase):
             self.lend(inner)
             self.suspension("await", e.line)
             if isinstance(e.expr, CallExpr):
-                return self.call_result(e.expr, self.types.get(e), e)
+                return self.call_result(e.expr, self.s.types.get(e), e)
             return OTHER
         if isinstance(e, YieldExpr):
             self.suspension("yield", e.line)
@@ -224,7 +224,7 @@ class ExpressionsMixin(OwnershipBase):
             return Value("display", e.line, e.column, noun=noun, source="a comprehension") if noun else OTHER
         if isinstance(e, LambdaExpr):
             self.capture_check(e, "a lambda")
-            self.mod.enqueue_function(e, self.enclosing | frozenset(self.locals))
+            self.s.mod.enqueue_function(e, self.s.enclosing | frozenset(self.s.locals))
             return OTHER
         if isinstance(e, IndexExpr):
             base = self.ev(e.base)
@@ -232,7 +232,7 @@ class ExpressionsMixin(OwnershipBase):
                 return self.tuple_item(base, e.index.value, e)
             self.lend(base)
             self.lend(self.ev(e.index))
-            item_type = self.types.get(e)
+            item_type = self.s.types.get(e)
             kind = classify(item_type)
             if kind is not None:
                 return Value("borrowed", e.line, e.column, noun=kind.noun, source="a subscript",
@@ -271,11 +271,11 @@ class ExpressionsMixin(OwnershipBase):
     def comprehension(self, g: GeneratorExpr | DictionaryComprehension,
                       dict_comp: DictionaryComprehension | None) -> str:
         """Analyse a comprehension; the noun of the owned values it stores in its result ("" if none)."""
-        modes = [self.iteration(seq) for seq in g.sequences]
+        modes = [self.rules.iteration(seq) for seq in g.sequences]
         self.lend(self.ev(g.sequences[0]))
-        if self.st is None:
+        if self.s.st is None:
             return ""
-        entry = self.st
+        entry = self.s.st
         line = g.line
         stored: list[str] = []
 
@@ -285,26 +285,26 @@ class ExpressionsMixin(OwnershipBase):
             self.transfer(v, "storing it in a container", line)
 
         def one_pass(head: State) -> State | None:
-            self.st = dict(head)
+            self.s.st = dict(head)
             skipped: list[State | None] = []
             for i, (index, seq, conds) in enumerate(zip(g.indices, g.sequences, g.condlists)):
                 if i > 0:
                     self.lend(self.ev(seq))
-                self.bind_loop_target(index, *modes[i], line)
+                self.rules.bind_loop_target(index, *modes[i], line)
                 for c in conds:
-                    t, f = self.cond(c)
+                    t, f = self.rules.cond(c)
                     skipped.append(f)
-                    self.st = t
+                    self.s.st = t
             if dict_comp is not None:
                 if dict_comp.key is not None:
                     self.lend(self.ev(dict_comp.key))
                 self.sink(dict_comp.value, store)
             elif isinstance(g, GeneratorExpr):
                 self.sink(g.left_expr, store)
-            return join_all([self.st, *skipped])
+            return join_all([self.s.st, *skipped])
 
         head = entry
-        self.muted += 1
+        self.s.muted += 1
         try:
             for _ in range(MAX_ITERATIONS):
                 end = one_pass(head)
@@ -314,9 +314,9 @@ class ExpressionsMixin(OwnershipBase):
                     break
                 head = new_head
         finally:
-            self.muted -= 1
+            self.s.muted -= 1
         one_pass(head)
-        self.st = head
+        self.s.st = head
         return stored[0] if stored else ""
 
 
@@ -328,29 +328,29 @@ class ExpressionsMixin(OwnershipBase):
         receiver: Value | None = None
         receiver_type: Type | None = None
         if isinstance(callee, MemberExpr) and isinstance(callee.expr, (ConditionalExpr, OpExpr)) \
-                and self.calls.is_consuming(self.types.get(callee.expr), callee.name):
+                and self.s.calls.is_consuming(self.s.types.get(callee.expr), callee.name):
             self.sink(callee.expr, lambda v: self.consume(v, callee.line, callee.column))
             for arg in e.args:
                 self.sink(arg, self.lend)
-            return self.call_result(e, self.types.get(e), e)
+            return self.call_result(e, self.s.types.get(e), e)
         if isinstance(callee, MemberExpr) and not (
             isinstance(callee.expr, RefExpr) and isinstance(callee.expr.node, MypyFile)
         ):
             receiver = self.ev(callee.expr)
-            receiver_type = self.types.get(callee.expr)
+            receiver_type = self.s.types.get(callee.expr)
         elif not isinstance(callee, (NameExpr, MemberExpr)):
             self.lend(self.ev(callee))
         if isinstance(callee, SuperExpr):
             self.super_call(callee)
         if isinstance(callee, MemberExpr) and callee.name == "setdefault" and receiver is not None:
             return self.setdefault(e, callee, receiver, receiver_type)
-        modes = self.calls.argument_modes(e, receiver_type)
+        modes = self.s.calls.argument_modes(e, receiver_type)
         generic = self.generic_shape(e)
         handed: list[Value] = []
         absorbed = False
         pure = isinstance(callee, NameExpr) and callee.fullname.startswith("builtins.")  # len(q)
         for arg, mode in zip(e.args, modes):
-            if self.st is None:
+            if self.s.st is None:
                 return OTHER
             if mode == "own" and not isinstance(arg, ConditionalExpr):
                 handed.append(self.ev(arg))
@@ -381,22 +381,22 @@ class ExpressionsMixin(OwnershipBase):
         if generic is not None and sum(1 for v in handed if self.owns(v)) > 1 \
                 and classify(generic) is not None:
             self.report(e.line, e.column, codes.UNTRACKED.code,
-                        f'"{self.calls.callee_name(e)}" takes several owned values and returns one; '
+                        f'"{self.s.calls.callee_name(e)}" takes several owned values and returns one; '
                         f"leasecheck cannot follow the others: release them here or hand each on")
         for v in handed:
             self.transfer(v, "passing it to an owning parameter", e.line)
-        if receiver is not None and self.st is not None:
+        if receiver is not None and self.s.st is not None:
             assert isinstance(callee, MemberExpr)
-            if self.calls.is_consuming(receiver_type, callee.name):
+            if self.s.calls.is_consuming(receiver_type, callee.name):
                 if receiver.kind == "other" and isinstance(callee.expr, MemberExpr):
                     self.report(callee.line, callee.column, codes.UNTRACKED.code,
                                 f'"{callee.name}()" consumes a value reached through '
                                 f'"{spelled(callee.expr) or "an expression"}", whose owner '
                                 f"leasecheck does not follow; move it into a local first")
                 self.consume(receiver, callee.line, callee.column)
-            elif callee.name == "clear" and receiver.var in self.container_places:
+            elif callee.name == "clear" and receiver.var in self.s.container_places:
                 self.lend(receiver)
-                self.st[receiver.var] = NOTHING_FACTS
+                self.s.st[receiver.var] = NOTHING_FACTS
                 self.cleared(callee.expr)
             elif callee.name in LEASE_CONSUMING and receiver.kind == "var" and receiver.var is not None \
                     and self.unowned_receiver(receiver_type) is not None \
@@ -420,7 +420,7 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
             moved = self.moved_out(e, receiver_type)
             if moved is not None:
-                self.took_from(callee.expr, e.line, e.column)
+                self.rules.took_from(callee.expr, e.line, e.column)
                 if callee.name == "pop" and e.args:
                     self.popped(callee.expr, e, receiver_type)
                 elif not e.args:
@@ -430,13 +430,13 @@ class ExpressionsMixin(OwnershipBase):
             self.pop_tested([name])
         if isinstance(callee, MemberExpr) and callee.name == "get" and e.args:
             item = container_item(receiver_type)
-            kind = classify(self.types.get(e))
+            kind = classify(self.s.types.get(e))
             if item is not None and not is_borrowed(item) and classify(item) and kind:
                 return Value("borrowed", e.line, e.column, noun=kind.noun, source="get",
                              slot=slot_of(callee.expr, e.args[0]))
         if generic is not None and not (isinstance(callee, MemberExpr) and callee.name == "get"):
             return self.generic_result(e, generic, moved_in or absorbed)
-        result = self.call_result(e, self.types.get(e), e)
+        result = self.call_result(e, self.s.types.get(e), e)
         if result is OTHER and isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
             if moved_in:
                 self.report(e.line, e.column, codes.UNTRACKED.code,
@@ -447,7 +447,7 @@ class ExpressionsMixin(OwnershipBase):
 
     def super_call(self, callee: SuperExpr) -> None:
         """`super().close()` from a `@consumes` override hands every owned field of `self` on."""
-        fn = self.fn
+        fn = self.s.fn
         if fn is None or not fn.arguments or callee.info is None:
             return
         if consuming_method(callee.info, callee.name):
@@ -483,7 +483,7 @@ class ExpressionsMixin(OwnershipBase):
                             f"setdefault when the key is already present; test the key and "
                             f"store it, or release the value that was not kept")
             self.transfer(v, "passing it to an owning parameter", e.line)
-        kind = classify(self.types.get(e))
+        kind = classify(self.s.types.get(e))
         if owning and kind is not None and e.args:
             return Value("borrowed", e.line, e.column, noun=kind.noun, source="setdefault",
                          slot=slot_of(callee.expr, e.args[0]))
@@ -491,7 +491,7 @@ class ExpressionsMixin(OwnershipBase):
 
     def forget_container(self, arg: Expression) -> None:
         """A container handed to a call may be refilled or drained there: its slots are unknown."""
-        if not isinstance(arg, (NameExpr, MemberExpr)) or container_item(self.types.get(arg)) is None:
+        if not isinstance(arg, (NameExpr, MemberExpr)) or container_item(self.s.types.get(arg)) is None:
             return
         name = spelled(arg)
         if name is not None:
@@ -500,20 +500,20 @@ class ExpressionsMixin(OwnershipBase):
     def cleared(self, container: Expression) -> None:
         """`c.clear()`: released entries of `c` are gone, and so is whatever its slots held."""
         name = spelled(container)
-        if name is None or self.st is None:
+        if name is None or self.s.st is None:
             return
         self.forget_slots(name)
-        for marker, spelling in self.entries.items():
-            if spelling == name and marker in self.st:
-                self.st[marker] = NOTHING_FACTS
+        for marker, spelling in self.s.entries.items():
+            if spelling == name and marker in self.s.st:
+                self.s.st[marker] = NOTHING_FACTS
 
     def stored(self, container: Expression, key: Expression, line: int, column: int) -> None:
         """`c[k] = owned`: a second store under the same live key drops the first value."""
         slot = slot_of(container, key)
-        if not slot or self.st is None:
+        if not slot or self.s.st is None:
             return
         marker = self.marker(slot)
-        facts = self.st.get(marker, NOTHING_FACTS)
+        facts = self.s.st.get(marker, NOTHING_FACTS)
         held = sorted(f[1] for f in facts if f[0] == HELD)
         if held:
             modal = "overwrites" if all(f[0] == HELD for f in facts) else "may overwrite"
@@ -521,19 +521,19 @@ class ExpressionsMixin(OwnershipBase):
             self.report(line, column, codes.LEAK.code,
                         f'Storing under "{slot}" {modal} the {noun} stored there at line '
                         f"{held[0]}, which is then never released")
-        noun = _noun_of_container(self.types.get(container))
-        self.st[marker] = frozenset({(HELD, line, column, noun)})
+        noun = _noun_of_container(self.s.types.get(container))
+        self.s.st[marker] = frozenset({(HELD, line, column, noun)})
 
     def popped(self, container: Expression, e: CallExpr, receiver_type: Type | None) -> None:
         """`d.pop(k)` of a dict: popping the same key again takes nothing this function stored."""
         p = get_proper_type(receiver_type) if receiver_type is not None else None
-        if not (isinstance(p, Instance) and p.type.fullname in KEYED_CONTAINERS) or self.st is None:
+        if not (isinstance(p, Instance) and p.type.fullname in KEYED_CONTAINERS) or self.s.st is None:
             return
         slot = slot_of(container, e.args[0])
         if not slot:
             return
         marker = self.marker(slot)
-        facts = self.st.get(marker, NOTHING_FACTS)
+        facts = self.s.st.get(marker, NOTHING_FACTS)
         before = sorted(f[1] for f in facts if f[0] == MOVED)
         if before and len(e.args) == 1:
             modal = "is" if all(f[0] == MOVED for f in facts) else "may be"
@@ -541,7 +541,7 @@ class ExpressionsMixin(OwnershipBase):
                         f'Entry "{slot}" {modal} popped twice (first at line {before[0]}); the '
                         f"second pop takes a value this function never saw stored")
         noun = _noun_of_container(receiver_type)
-        self.st[marker] = frozenset({(MOVED, e.line, e.column, noun)})
+        self.s.st[marker] = frozenset({(MOVED, e.line, e.column, noun)})
 
     def popped_untested(self, container: Expression, e: CallExpr) -> None:
         """`c.pop()` twice with no test of `c` between: the second takes an item nobody checked is there.
@@ -550,12 +550,12 @@ class ExpressionsMixin(OwnershipBase):
         leases per test (and raises on the last odd one).
         """
         name = spelled(container)
-        if name is None or self.st is None:
+        if name is None or self.s.st is None:
             return
-        marker = self.pop_markers.get(name)
+        marker = self.s.pop_markers.get(name)
         if marker is None:
-            marker = self.pop_markers[name] = self.marker(f"{name}.pop()")
-        facts = self.st.get(marker, NOTHING_FACTS)
+            marker = self.s.pop_markers[name] = self.marker(f"{name}.pop()")
+        facts = self.s.st.get(marker, NOTHING_FACTS)
         if any(f[0] == HELD for f in facts):
             return
         before = sorted(f[1] for f in facts if f[0] == MOVED)
@@ -565,7 +565,7 @@ class ExpressionsMixin(OwnershipBase):
             self.report(e.line, e.column, codes.DOUBLE_RELEASE.code,
                         f'"{name}" {modal} popped again (first at line {before[0]}) with no test '
                         f'that it still holds an item; test it before each "{e.callee.name}()"')
-        self.st[marker] = frozenset({(MOVED, e.line, e.column, _noun_of_container(self.types.get(container)))})
+        self.s.st[marker] = frozenset({(MOVED, e.line, e.column, _noun_of_container(self.s.types.get(container)))})
 
     def awaitable_of(self, awaited: Type, at: Expression, source: str) -> Value:
         """An awaitable producing an owned value (or a tuple of them), else OTHER."""
@@ -587,7 +587,7 @@ class ExpressionsMixin(OwnershipBase):
         `asyncio.gather`, `next`), so the result is owned only if owned values went
         in; `None` when the result is not tracked or the callee declares ownership.
         """
-        t = self.types.get(e)
+        t = self.s.types.get(e)
         if t is None:
             return None
         p = get_proper_type(t)
@@ -605,17 +605,17 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
             return None  # a constructor, not a generic helper
         if isinstance(callee, MemberExpr):
-            recv = self.types.get(callee.expr)
+            recv = self.s.types.get(callee.expr)
             rp = get_proper_type(recv) if recv is not None else None
             if isinstance(rp, Instance) and rp.type.module_name in STDLIB_CONTAINERS:
                 return None
-        if self.calls.returns_owned(e) is not None:
+        if self.s.calls.returns_owned(e) is not None:
             return None
         return t
 
     def generic_result(self, e: CallExpr, t: Type, owned_in: bool) -> Value:
         """What a generic helper returns: owned when owned values went in, else of unknown owner."""
-        source = self.calls.callee_name(e)
+        source = self.s.calls.callee_name(e)
         awaited = awaited_kind(t)
         if classify(t) is None and awaited is not None:
             return self.awaitable_of(awaited, e, source) if owned_in else OTHER
@@ -638,14 +638,14 @@ class ExpressionsMixin(OwnershipBase):
         if not (isinstance(callee, NameExpr) and callee.fullname in ("builtins.next", "builtins.anext")
                 and e.args and isinstance(e.args[0], (NameExpr, MemberExpr))):
             return False
-        t = self.types.get(e.args[0])
+        t = self.s.types.get(e.args[0])
         p = get_proper_type(t) if t is not None else None
         return isinstance(p, Instance) and p.type.fullname in ONE_SHOT and bool(p.args) \
             and not is_borrowed(p.args[0])
 
     def weak_deref(self, e: CallExpr) -> bool:
         """`ref()` of a weak reference: what it returns is lent, never owned."""
-        t = self.types.get(e.callee)
+        t = self.s.types.get(e.callee)
         p = get_proper_type(t) if t is not None else None
         if isinstance(p, Instance) and is_weak_owner(p.type.fullname):
             return True
@@ -658,7 +658,7 @@ class ExpressionsMixin(OwnershipBase):
         if not isinstance(p, Instance):
             return False
         for arg in e.args:
-            at = get_proper_type(self.types.get(arg)) if self.types.get(arg) is not None else None
+            at = get_proper_type(self.s.types.get(arg)) if self.s.types.get(arg) is not None else None
             if isinstance(at, FunctionLike) and at.is_type_obj() and at.type_object() is p.type:
                 return True
             if isinstance(at, TypeType):
@@ -674,7 +674,7 @@ class ExpressionsMixin(OwnershipBase):
             return None
         name = callee.fullname
         if name in CASTS and len(e.args) == 2:
-            if isinstance(get_proper_type(self.types.get(e)), AnyType):
+            if isinstance(get_proper_type(self.s.types.get(e)), AnyType):
                 self.sink(e.args[1], lambda v: self.untracked_flow(v, "a cast to Any"))
                 return OTHER
             return self.ev(e.args[1])
@@ -690,11 +690,11 @@ class ExpressionsMixin(OwnershipBase):
                     continue
                 self.sink(arg, lambda v: None if v.kind == "awaitable" else
                           self.transfer(v, "handing it to untracked code", e.line))
-            self.mod.note(e.line, e.column, f"escape: untracked(...): {text or '(no reason)'}")
+            self.s.mod.note(e.line, e.column, f"escape: untracked(...): {text or '(no reason)'}")
             return OTHER
         what = DYNAMIC_CALLEES.get(name)
         if what is None:
-            t = self.types.get(callee)
+            t = self.s.types.get(callee)
             ct = get_proper_type(t) if t is not None else None
             if isinstance(ct, FunctionLike) and ct.is_type_obj():
                 what = DYNAMIC_CALLEES.get(ct.type_object().fullname)
@@ -706,15 +706,15 @@ class ExpressionsMixin(OwnershipBase):
 
     def suspension(self, kind: str, line: int) -> None:
         """With `--lease-exits`, an `await`/`yield` may leave the function (cancel, close)."""
-        if kind in self.mod.exits_at and self.st is not None:
-            self.unwind("cancel", dict(self.st), line, raised=[])
+        if kind in self.s.mod.exits_at and self.s.st is not None:
+            self.unwind("cancel", dict(self.s.st), line, raised=[])
 
     def narrowed_away(self, var: Var, e: Expression) -> None:
         """mypy's narrowed type at this read owns nothing (None, an untracked class): nothing held."""
         facts = self.facts(var)
-        if var in self.container_places or not any(f[0] == HELD for f in facts):
+        if var in self.s.container_places or not any(f[0] == HELD for f in facts):
             return
-        t = self.types.get(e)
+        t = self.s.types.get(e)
         if t is None:
             return
         p = get_proper_type(t)
@@ -722,23 +722,23 @@ class ExpressionsMixin(OwnershipBase):
             return
         if isinstance(p, TupleType) and any(classify(item) is not None for item in p.items):
             return  # a tuple of owned values owns them until it is unpacked or passed on
-        if owned_item(container_item(t)) and var not in self.links:
+        if owned_item(container_item(t)) and var not in self.s.links:
             return  # a local container of owned values owns them until it is drained, emptied or handed on
         if isinstance(p, Instance) and p.type.fullname == LEASE and any(
             isinstance(get_proper_type(a), AnyType) for a in p.args
         ):
             return  # `case Lease() as x:` narrows to Lease[Any, Any]: still whatever it was
-        assert self.st is not None
-        self.st[var] = NOTHING_FACTS
+        assert self.s.st is not None
+        self.s.st[var] = NOTHING_FACTS
 
     def moved_out(self, e: CallExpr, receiver_type: Type | None) -> Value | None:
         """`d.pop(k)`, `d.popitem()`, `q.popleft()` on a container of owned values: a fresh owner."""
         item = container_item(receiver_type)
         if item is None or is_borrowed(item) or classify(item) is None:
             return None
-        t = self.types.get(e)
+        t = self.s.types.get(e)
         p = get_proper_type(t) if t is not None else None
-        source = self.calls.callee_name(e)
+        source = self.s.calls.callee_name(e)
         if isinstance(p, TupleType):
             nouns = tuple((k.noun if (k := classify(x)) else None) for x in p.items)
             return Value("tuple", e.line, e.column, items=nouns, source=source)
@@ -758,8 +758,8 @@ class ExpressionsMixin(OwnershipBase):
 
         A `@contextmanager` generator lends what it yields to the `with` block.
         """
-        fn = self.fn
-        if fn is None or fn in self.mod.lending_generators:
+        fn = self.s.fn
+        if fn is None or fn in self.s.mod.lending_generators:
             return False
         sig = get_proper_type(fn.type) if fn.type is not None else None
         if not isinstance(sig, CallableType):
@@ -774,25 +774,25 @@ class ExpressionsMixin(OwnershipBase):
         self.untracked_flow(v, "an untyped callee or an Any parameter")
 
     def call_result(self, call: CallExpr, t: Type | None, at: Expression) -> Value:
-        if self.st is None or t is None:
+        if self.s.st is None or t is None:
             return OTHER
         p = get_proper_type(t)
         if isinstance(p, TupleType):
             nouns = tuple((k.noun if (k := classify(item)) else None) for item in p.items)
-            if any(nouns) and self.calls.returns_owned(call) == "owned":
-                return Value("tuple", at.line, at.column, items=nouns, source=self.calls.callee_name(call))
+            if any(nouns) and self.s.calls.returns_owned(call) == "owned":
+                return Value("tuple", at.line, at.column, items=nouns, source=self.s.calls.callee_name(call))
             return OTHER
         kind = classify(t)
         if kind is None:
             awaited = awaited_kind(t)
-            if awaited is not None and self.calls.returns_owned(call) == "owned":
-                return self.awaitable_of(awaited, at, self.calls.callee_name(call))
+            if awaited is not None and self.s.calls.returns_owned(call) == "owned":
+                return self.awaitable_of(awaited, at, self.s.calls.callee_name(call))
             return OTHER
-        owned = self.calls.returns_owned(call)
+        owned = self.s.calls.returns_owned(call)
         if owned == "owned":
-            return Value("fresh", at.line, at.column, noun=kind.noun, source=self.calls.callee_name(call))
+            return Value("fresh", at.line, at.column, noun=kind.noun, source=self.s.calls.callee_name(call))
         if owned == "borrowed":
-            return Value("borrowed", at.line, at.column, noun=kind.noun, source=self.calls.callee_name(call))
+            return Value("borrowed", at.line, at.column, noun=kind.noun, source=self.s.calls.callee_name(call))
         return OTHER
 
 

@@ -19,7 +19,6 @@ from mypy.nodes import (
     MemberExpr,
     NameExpr,
     Node,
-    TypeInfo,
     Var,
 )
 from mypy.types import Instance, Type, UnionType, get_proper_type
@@ -29,7 +28,6 @@ from leases.check.facts import HELD, MOVED, RELEASED, State, verb
 from leases.check.model import (
     Field,
     consuming_method,
-    declared_fields,
     field_of,
     is_linear_info,
     owned_fields,
@@ -42,7 +40,7 @@ class FieldsMixin(OwnershipBase):
     """Field variables: set up at function entry, checked at every exit."""
 
     def setup_places(self, fn: FuncItem, st: State) -> None:
-        self.discharging = set()
+        self.s.discharging = set()
         params = {arg.variable for arg in fn.arguments}
         info = fn.info if fn.info is not FUNC_NO_INFO else None
         self_var = (
@@ -51,20 +49,20 @@ class FieldsMixin(OwnershipBase):
         )
         for node in _members(fn.body.body):
             base = node.expr.node if isinstance(node.expr, NameExpr) else None
-            if not isinstance(base, Var) or base not in self.locals:
+            if not isinstance(base, Var) or base not in self.s.locals:
                 continue
             key = (base, node.name)
-            if key in self.places:
+            if key in self.s.places:
                 continue
             field = field_of(base.type, node.name)
             if field is None:
                 continue
             place = Var(f"{base.name}.{node.name}", None)
-            self.places[key] = place
-            self.place_bases[place] = base
-            self.place_nouns[place] = field.noun
+            self.s.places[key] = place
+            self.s.place_bases[place] = base
+            self.s.place_nouns[place] = field.noun
             if field.container:
-                self.container_places.add(place)
+                self.s.container_places.add(place)
             if base in params and not (base is self_var and fn.name == "__init__"):
                 st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
         if (
@@ -82,28 +80,28 @@ class FieldsMixin(OwnershipBase):
 
     def discharge_all(self, base: Var, fields: dict[str, Field], fn: FuncItem, st: State) -> None:
         """Every owned field of `base` must be discharged at normal exits."""
-        self.discharging.add(base)
+        self.s.discharging.add(base)
         for name, field in fields.items():
-            if (base, name) in self.places:
+            if (base, name) in self.s.places:
                 continue
             place = Var(f"{base.name}.{name}", None)
-            self.places[(base, name)] = place
-            self.place_bases[place] = base
-            self.place_nouns[place] = field.noun
+            self.s.places[(base, name)] = place
+            self.s.place_bases[place] = base
+            self.s.place_nouns[place] = field.noun
             if field.container:
-                self.container_places.add(place)
+                self.s.container_places.add(place)
             st[place] = frozenset({(HELD, fn.line, fn.column, field.noun)})
 
     def check_fields(self, st: State, kind: str, line: int) -> None:
         """Fields at an exit: discharged (consuming method), or not left dangling (any other)."""
-        params = {arg.variable for arg in self.fn.arguments} if self.fn is not None else set()
-        for place, base in self.place_bases.items():
+        params = {arg.variable for arg in self.s.fn.arguments} if self.s.fn is not None else set()
+        for place, base in self.s.place_bases.items():
             facts = st.get(place)
             if not facts or base not in params:
                 continue
-            pair = any(self.links.get(v) is place and any(f[0] == HELD for f in st.get(v, ()))
-                       for v in self.links)
-            if base in self.discharging and kind not in ("raise", "cancel"):
+            pair = any(self.s.links.get(v) is place and any(f[0] == HELD for f in st.get(v, ()))
+                       for v in self.s.links)
+            if base in self.s.discharging and kind not in ("raise", "cancel"):
                 held = sorted({(f[1], f[2], f[3]) for f in facts
                                if f[0] == HELD or (pair and f[0] == MOVED)})
                 modal = "is not" if len(held) == len(facts) else "may not be"
@@ -115,7 +113,7 @@ class FieldsMixin(OwnershipBase):
                         f"owned field)",
                     )
                 continue
-            alias = place in self.container_places  # `locks = self.locks` aliases the container
+            alias = place in self.s.container_places  # `locks = self.locks` aliases the container
             gone = sorted({(f[0], f[1], f[3]) for f in facts
                            if f[0] == RELEASED or (f[0] == MOVED and not pair and not alias)})
             for what, at, noun in gone:
@@ -140,11 +138,6 @@ def _members(body: Sequence[Node]) -> list[MemberExpr]:
         stack.extend(children(node))
     out.sort(key=lambda m: (m.line, m.column))
     return out
-
-
-def unowned_fields(info: TypeInfo) -> list[Field]:
-    """The owned fields `info` declares although it is not `@linear` (nothing releases them)."""
-    return [] if is_linear_info(info) else [f for f in declared_fields(info) if not f.container]
 
 
 def _fields_of_type(t: Type | None) -> dict[str, Field]:

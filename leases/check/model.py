@@ -292,6 +292,11 @@ def declared_fields(info: TypeInfo) -> list[Field]:
     return out
 
 
+def unowned_fields(info: TypeInfo) -> list[Field]:
+    """The owned fields `info` declares although it is not `@linear` (nothing releases them)."""
+    return [] if is_linear_info(info) else [f for f in declared_fields(info) if not f.container]
+
+
 def owned_fields(info: TypeInfo) -> dict[str, Field]:
     """Every owned field of `info`, inherited ones included."""
     out: dict[str, Field] = {}

@@ -1,17 +1,14 @@
-"""The checker's state and the ownership events: use, lend, transfer, consume, bind."""
+"""The ownership events every rule is made of: use, lend, transfer, consume, bind; and reporting."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
 from mypy.nodes import (
-    Block,
     ConditionalExpr,
     Expression,
-    FuncItem,
     IndexExpr,
     ListExpr,
     MemberExpr,
@@ -19,7 +16,6 @@ from mypy.nodes import (
     Node,
     OpExpr,
     StarExpr,
-    Statement,
     TupleExpr,
     TypeInfo,
     Var,
@@ -27,7 +23,6 @@ from mypy.nodes import (
 from mypy.types import AnyType, Instance, Type, get_proper_type
 
 from leases.check import codes
-from leases.check.calls import CallModel
 from leases.check.facts import (
     BORROWED,
     ENTRY,
@@ -40,7 +35,6 @@ from leases.check.facts import (
     OTHER,
     RELEASED,
     Facts,
-    Frame,
     LoopFrame,
     Pending,
     State,
@@ -53,86 +47,23 @@ from leases.check.facts import (
     spelled,
     verb,
 )
+from leases.check.function_state import FunctionState
 from leases.check.model import CONTAINERS, classify, container_item, is_borrowed, owned_item, tracks_anywhere
+from leases.check.rules import Rules
 from leases.check.walk import name_refs
-
-if TYPE_CHECKING:
-    from leases.check.flow import ModuleChecker
 
 
 class OwnershipBase:
     """State, reporting and ownership events shared by every part of the function analysis."""
 
-    mod: ModuleChecker
-    types: Mapping[Expression, Type]
-    calls: CallModel
-    fn: FuncItem | None
-    body: list[Statement]
-    enclosing: frozenset[Var]
-    muted: int
-    frames: list[Frame]
-    exits: list[tuple[str, State, int]]
-    st: State | None
-    loop_locals_cache: dict[int, frozenset[Var]]
-    locals: set[Var]
-    refs: Counter[Var]
-    return_lends: bool
-    returns_any: bool
-    return_tracks: bool
-    exit_state: State | None
-    places: dict[tuple[Var, str], Var]
-    """(parameter, attribute) -> the variable standing for that owned field."""
-    place_bases: dict[Var, Var]
-    """Field variable -> the parameter whose field it is."""
-    discharging: set[Var]
-    """Holders whose owned fields this function must discharge (see `leases.check.fields`)."""
-    place_nouns: dict[Var, str]
-    container_places: set[Var]
-    """Field variables of container fields: emptied by `while f:` or `f.clear()`, not released."""
-    slots: dict[Var, str]
-    """Local -> the `container[key]` it borrowed from; `del container[key]` makes it the owner."""
-    links: dict[Var, Var]
-    """Local -> the field variable it was last bound from (`x = self.f`)."""
-    markers: set[Var]
-    """Synthetic variables that are not values: stored/popped container slots, released entries."""
-    slot_markers: dict[str, Var]
-    """`container[key]` -> its marker: held = an owned value stored there, moved = popped."""
-    pop_markers: dict[str, Var]
-    """Container spelling -> its marker: moved = an item was taken by `pop()`/`popleft()`/`popitem()`
-    since the container was last tested (or changed otherwise, or the loop iteration began);
-    held = its length was tested, so any number of pops may follow."""
-    entry_of: dict[Var, Var]
-    """Loop target over a container -> the marker of that container's released entries."""
-    entries: dict[Var, str]
-    """Released-entries marker -> the spelling of its container."""
-    aliases: set[Var]
-    """Locals bound to a container held inside another that outlives the call (loop targets)."""
-
-    def ev(self, e: Expression) -> Value:
-        raise NotImplementedError
-
-    def cond(self, e: Expression) -> tuple[State | None, State | None]:
-        raise NotImplementedError
-
-    def block(self, b: Block) -> None:
-        raise NotImplementedError
-
-    def stored(self, container: Expression, key: Expression, line: int, column: int) -> None:
-        raise NotImplementedError
-
-    def iteration(self, it: Expression) -> tuple[str, Expression | None]:
-        raise NotImplementedError
-
-    def bind_loop_target(self, target: Expression, mode: str, container: Expression | None,
-                         line: int) -> None:
-        raise NotImplementedError
-
-    def took_from(self, container: Expression, line: int, column: int) -> None:
-        raise NotImplementedError
+    s: FunctionState
+    """The function's state; every rule reads and changes it (`leases.check.function_state`)."""
+    rules: Rules
+    """The other rules modules' entry points (`leases.check.rules`)."""
 
     def report(self, line: int, column: int, code: str, message: str) -> None:
-        if not self.muted:
-            self.mod.report(line, column, code, message)
+        if not self.s.muted:
+            self.s.mod.report(line, column, code, message)
 
     def where(self, kind: str, line: int) -> str:
         if kind == "end":
@@ -147,12 +78,12 @@ class OwnershipBase:
         targets = only if only is not None else list(st)
         for var in targets:
             facts = st.get(var)
-            if not facts or var in self.place_bases:
+            if not facts or var in self.s.place_bases:
                 continue
-            if var in self.discharging:
+            if var in self.s.discharging:
                 continue
-            if var in self.markers:
-                if var in self.entries and kind in ("end", "return"):
+            if var in self.s.markers:
+                if var in self.s.entries and kind in ("end", "return"):
                     self.entries_dangling(var, facts, kind, line)
                 continue
             if self.borrowed_from_field(st, var):
@@ -174,13 +105,13 @@ class OwnershipBase:
         modal = "are" if len(gone) == len(facts) else "may be"
         for at, col, noun in gone:
             self.report(at, col, codes.DANGLING.code,
-                        f'{noun} entries of "{self.entries[marker]}" {modal} {verb(noun)} or '
+                        f'{noun} entries of "{self.s.entries[marker]}" {modal} {verb(noun)} or '
                         f"handed on in a loop at line {at} but still stored at "
                         f"{self.where(kind, line)}; empty the container (pop each, or clear it)")
 
     def untracked_flow(self, v: Value, where: str) -> None:
         """An owned value flows into `where`, which the checker cannot follow: `lease-untracked`."""
-        if self.st is None:
+        if self.s.st is None:
             return
         if v.kind in ("fresh", "tuple", "awaitable", "unknown"):
             what = {"fresh": v.noun, "tuple": TUPLE_NOUN, "unknown": v.noun,
@@ -201,7 +132,7 @@ class OwnershipBase:
         self.report(v.line, v.column, codes.UNTRACKED.code,
                     f'{noun} "{var.name}" flows into {where}, which leasecheck cannot follow; '
                     f'hand it on through a tracked type or untracked(..., reason="...")')
-        self.st[var] = frozenset({(MOVED, v.line, v.column, noun)})
+        self.s.st[var] = frozenset({(MOVED, v.line, v.column, noun)})
         self.fields_gone(var)
 
     def unknown_owner(self, var: Var, facts: Facts, how: str, line: int, column: int) -> bool:
@@ -218,44 +149,44 @@ class OwnershipBase:
 
     def marker(self, name: str) -> Var:
         """The synthetic variable for a container slot (`d[k]`), created on first use."""
-        var = self.slot_markers.get(name)
+        var = self.s.slot_markers.get(name)
         if var is None:
             var = Var(name, None)
-            self.slot_markers[name] = var
-            self.markers.add(var)
+            self.s.slot_markers[name] = var
+            self.s.markers.add(var)
         return var
 
     def pop_tested(self, names: Iterable[str]) -> None:
         """These containers (or objects holding them) were tested or may have changed: a pop from
         them again is a new question."""
-        if self.st is None or not self.pop_markers:
+        if self.s.st is None or not self.s.pop_markers:
             return
         for name in names:
-            for spelling, var in self.pop_markers.items():
-                if (spelling == name or spelling.startswith(name + ".")) and var in self.st:
-                    self.st[var] = NOTHING_FACTS
+            for spelling, var in self.s.pop_markers.items():
+                if (spelling == name or spelling.startswith(name + ".")) and var in self.s.st:
+                    self.s.st[var] = NOTHING_FACTS
 
     def pop_counted(self, names: Iterable[str]) -> None:
         """`len(c)` was tested: how many pops that allows is the test's business, not the checker's."""
-        if self.st is None:
+        if self.s.st is None:
             return
         for name in names:
-            marker = self.pop_markers.get(name)
+            marker = self.s.pop_markers.get(name)
             if marker is None:
-                marker = self.pop_markers[name] = self.marker(f"{name}.pop()")
-            self.st[marker] = frozenset({(HELD, 0, 0, "")})
+                marker = self.s.pop_markers[name] = self.marker(f"{name}.pop()")
+            self.s.st[marker] = frozenset({(HELD, 0, 0, "")})
 
     def forget_slots(self, name: str) -> None:
         """A name was rebound or a container changed wholesale: slots spelled with it are unknown."""
-        if self.st is None or not self.slot_markers:
+        if self.s.st is None or not self.s.slot_markers:
             return
-        for spelling, var in self.slot_markers.items():
-            if _mentions(spelling, name) and var in self.st:
-                self.st[var] = NOTHING_FACTS
+        for spelling, var in self.s.slot_markers.items():
+            if _mentions(spelling, name) and var in self.s.st:
+                self.s.st[var] = NOTHING_FACTS
 
     def borrowed_from_field(self, st: State, var: Var) -> bool:
         """`x = self.f` with the field never reset: `x` only borrowed what the field still holds."""
-        place = self.links.get(var)
+        place = self.s.links.get(var)
         return place is not None and any(f[0] == MOVED for f in st.get(place, ()))
 
     def narrow(self, st: State, var: Var, *, present: bool) -> State:
@@ -266,58 +197,58 @@ class OwnershipBase:
             out[var] = kept or facts
         else:
             out[var] = NOTHING_FACTS
-            place = self.links.get(var)
+            place = self.s.links.get(var)
             if place is not None and all(f[0] in (MOVED, NOTHING) for f in st.get(place, ())):
                 out[place] = NOTHING_FACTS
-            for (owner, _), field_var in self.places.items():
+            for (owner, _), field_var in self.s.places.items():
                 if owner is var and field_var in out:
                     out[field_var] = NOTHING_FACTS  # a None holder has no fields
         return out
 
     def current(self) -> State | None:
         """The state now (a call, so mypy does not keep narrowing across evaluations)."""
-        return self.st
+        return self.s.st
 
     def facts(self, var: Var) -> Facts:
-        assert self.st is not None
-        return self.st.get(var, NOTHING_FACTS)
+        assert self.s.st is not None
+        return self.s.st.get(var, NOTHING_FACTS)
 
     def local_var(self, e: Expression) -> Var | None:
         """The variable `e` names: a local, or an owned field of a parameter (`self.full`)."""
-        if isinstance(e, NameExpr) and isinstance(e.node, Var) and e.node in self.locals:
+        if isinstance(e, NameExpr) and isinstance(e.node, Var) and e.node in self.s.locals:
             return e.node
-        if isinstance(e, MemberExpr) and isinstance(e.expr, NameExpr) and self.places:
+        if isinstance(e, MemberExpr) and isinstance(e.expr, NameExpr) and self.s.places:
             base = e.expr.node
             if isinstance(base, Var):
-                return self.places.get((base, e.name))
+                return self.s.places.get((base, e.name))
         return None
 
     def fields_rebound(self, base: Var, v: Value, line: int, column: int) -> None:
         """`base = <value>`: an object just built owns nothing yet; any other may hold its fields."""
-        if self.st is None or not self.places:
+        if self.s.st is None or not self.s.places:
             return
-        for (owner, _), place in self.places.items():
+        for (owner, _), place in self.s.places.items():
             if owner is base:
                 if v.kind in ("fresh", "new", "none"):
-                    self.st[place] = NOTHING_FACTS
+                    self.s.st[place] = NOTHING_FACTS
                 else:
-                    noun = self.place_nouns.get(place, "Lease")
-                    self.st[place] = frozenset({(HELD, line, column, noun)})
+                    noun = self.s.place_nouns.get(place, "Lease")
+                    self.s.st[place] = frozenset({(HELD, line, column, noun)})
 
     def fields_gone(self, base: Var) -> None:
         """`base` itself was consumed or handed on: its fields went with it."""
-        if self.st is None or not self.places:
+        if self.s.st is None or not self.s.places:
             return
-        for (owner, _), place in self.places.items():
+        for (owner, _), place in self.s.places.items():
             if owner is base:
-                self.st[place] = NOTHING_FACTS
+                self.s.st[place] = NOTHING_FACTS
 
     def record_exception(self, state: State | None = None) -> None:
         """The current state may reach the innermost handler: any statement may raise."""
-        st = self.st if state is None else state
+        st = self.s.st if state is None else state
         if st is None:
             return
-        for frame in reversed(self.frames):
+        for frame in reversed(self.s.frames):
             if isinstance(frame, WithFrame):
                 frame.swallowed = join(frame.swallowed, st)
             elif isinstance(frame, TryFrame):
@@ -329,8 +260,8 @@ class OwnershipBase:
 
     def unwind(self, kind: str, st: State, line: int, raised: list[TypeInfo] | None = None) -> None:
         """Send an abrupt exit to whatever catches it: a loop, a handler, a finally, the caller."""
-        self.exit_state = st
-        for frame in reversed(self.frames):
+        self.s.exit_state = st
+        for frame in reversed(self.s.frames):
             if isinstance(frame, LoopFrame):
                 if kind in ("break", "continue"):
                     self.loop_exit_check(frame, st, kind, line)
@@ -345,8 +276,8 @@ class OwnershipBase:
                 if frame.has_finally:
                     frame.pending.append(Pending(kind, st, line, raised))
                     return
-        if kind in ("return", "raise", "cancel") and not self.muted:
-            self.exits.append((kind, st, line))
+        if kind in ("return", "raise", "cancel") and not self.s.muted:
+            self.s.exits.append((kind, st, line))
 
     def loop_exit_check(self, frame: LoopFrame, st: State, kind: str, line: int) -> None:
         held = [v for v in frame.loop_locals if any(f[0] == HELD for f in st.get(v, ()))]
@@ -358,16 +289,16 @@ class OwnershipBase:
 
     def loop_locals(self, loop: Node, body: Iterable[Node]) -> frozenset[Var]:
         key = id(loop)
-        cached = self.loop_locals_cache.get(key)
+        cached = self.s.loop_locals_cache.get(key)
         if cached is not None:
             return cached
         inside: Counter[Var] = Counter()
         for node in body:
             for name in name_refs(node, into_functions=False):
-                if isinstance(name.node, Var) and name.node in self.locals:
+                if isinstance(name.node, Var) and name.node in self.s.locals:
                     inside[name.node] += 1
-        result = frozenset(v for v, n in inside.items() if n == self.refs.get(v, 0))
-        self.loop_locals_cache[key] = result
+        result = frozenset(v for v, n in inside.items() if n == self.s.refs.get(v, 0))
+        self.s.loop_locals_cache[key] = result
         return result
 
 
@@ -398,7 +329,7 @@ class OwnershipBase:
 
     def lend(self, v: Value) -> None:
         """A use that keeps ownership where it is (reading, a plain parameter)."""
-        if self.st is None:
+        if self.s.st is None:
             return
         if v.kind == "fresh":
             self.report(v.line, v.column, codes.DISCARDED.code,
@@ -413,7 +344,7 @@ class OwnershipBase:
 
     def transfer(self, v: Value, how: str, line: int) -> None:
         """Ownership leaves the current holder (return, store, owning parameter)."""
-        if self.st is None:
+        if self.s.st is None:
             return
         if v.kind == "awaitable" and how != "returning it":
             self.untracked_flow(v, f"{how} instead of awaiting it")
@@ -438,27 +369,27 @@ class OwnershipBase:
             self.report(v.line, v.column, codes.ESCAPE.code,
                         f'{noun} "{var.name}" is borrowed and cannot be transferred by {how}')
             return
-        entries = self.entry_of.get(var)
+        entries = self.s.entry_of.get(var)
         if entries is not None and any(f[0] == ENTRY for f in facts):
             if how == "storing it in a container":
                 return  # a copy of the reference: the container still holds the value
-            self.st[entries] = frozenset({(MOVED, v.line, v.column, _held_noun(facts))})
+            self.s.st[entries] = frozenset({(MOVED, v.line, v.column, _held_noun(facts))})
         if self.unknown_owner(var, facts, f"transferred by {how}", v.line, v.column):
-            self.st[var] = frozenset({(MOVED, line, 0, _held_noun(facts))})
+            self.s.st[var] = frozenset({(MOVED, line, 0, _held_noun(facts))})
             return
         self.check_use(var, v.line, v.column)
         owned = [f for f in facts if f[0] in (HELD, RELEASED, MOVED, ENTRY)]
         if owned:
             noun = owned[0][3]
-            self.st[var] = frozenset({(MOVED, line, 0, noun)})
-        elif var in self.discharging:
-            self.st[var] = frozenset({(MOVED, line, 0, _noun_of(var))})
+            self.s.st[var] = frozenset({(MOVED, line, 0, noun)})
+        elif var in self.s.discharging:
+            self.s.st[var] = frozenset({(MOVED, line, 0, _noun_of(var))})
         self.fields_gone(var)
 
     def not_owning_parameter(self, var: Var) -> bool:
         """A parameter declared with a type that owns nothing (`object`, `Any`, a protocol)."""
-        fn = self.fn
-        if fn is None or var.is_self or var.is_cls or var in self.place_bases:
+        fn = self.s.fn
+        if fn is None or var.is_self or var.is_cls or var in self.s.place_bases:
             return False
         if not any(arg.variable is var for arg in fn.arguments):
             return False
@@ -468,8 +399,8 @@ class OwnershipBase:
         """Whether `v` is a value this function owns right now (fresh, or a held name)."""
         if v.kind == "fresh":
             return True
-        return v.kind == "var" and v.var is not None and self.st is not None and any(
-            f[0] == HELD for f in self.st.get(v.var, ())
+        return v.kind == "var" and v.var is not None and self.s.st is not None and any(
+            f[0] == HELD for f in self.s.st.get(v.var, ())
         )
 
     def held_local_container(self, e: Expression) -> Var | None:
@@ -477,9 +408,9 @@ class OwnershipBase:
         if not isinstance(e, NameExpr):
             return None
         var = self.local_var(e)
-        if var is None or var in self.container_places:
+        if var is None or var in self.s.container_places:
             return None
-        if not owned_item(container_item(self.types.get(e))):
+        if not owned_item(container_item(self.s.types.get(e))):
             return None
         return var if any(fact[0] == HELD for fact in self.facts(var)) else None
 
@@ -493,26 +424,26 @@ class OwnershipBase:
         hands it on. A container that is dropped, overwritten or deleted
         while owned leaks.
         """
-        if self.st is None or not isinstance(container, NameExpr):
+        if self.s.st is None or not isinstance(container, NameExpr):
             return
         var = self.local_var(container)
         item = container_item(t)
         kind = classify(item) if item is not None and not is_borrowed(item) else None
-        if var is None or kind is None or self.fn is None:
+        if var is None or kind is None or self.s.fn is None:
             return
-        if any(arg.variable is var for arg in self.fn.arguments):
+        if any(arg.variable is var for arg in self.s.fn.arguments):
             return  # the caller's container: the caller owns what goes in
-        self.st[var] = frozenset({(HELD, line, container.column, f"{kind.noun} container")})
+        self.s.st[var] = frozenset({(HELD, line, container.column, f"{kind.noun} container")})
 
     def store(self, v: Value, line: int) -> None:
         """An item of a display: a local moves into it, a field only lends (it still holds it)."""
-        if v.kind == "var" and v.var in self.place_bases:
+        if v.kind == "var" and v.var in self.s.place_bases:
             self.lend(v)
         else:
             self.transfer(v, "storing it in a container", line)
 
     def consume(self, v: Value, line: int, column: int) -> None:
-        if self.st is None:
+        if self.s.st is None:
             return
         if v.kind == "borrowed":
             self.report(line, column, codes.DOUBLE_RELEASE.code,
@@ -530,11 +461,11 @@ class OwnershipBase:
         var = v.var
         facts = self.facts(var)
         if self.unknown_owner(var, facts, verb(_held_noun(facts)), line, column):
-            self.st[var] = frozenset({(RELEASED, line, column, _held_noun(facts))})
+            self.s.st[var] = frozenset({(RELEASED, line, column, _held_noun(facts))})
             return
-        entries = self.entry_of.get(var)
+        entries = self.s.entry_of.get(var)
         if entries is not None and any(f[0] == ENTRY for f in facts):
-            self.st[entries] = frozenset({(RELEASED, line, column, _held_noun(facts))})
+            self.s.st[entries] = frozenset({(RELEASED, line, column, _held_noun(facts))})
         owned = [f for f in facts if f[0] != NOTHING]
         if not owned and self.not_owning_parameter(var):
             self.report(line, column, codes.NOT_OWNED.code,
@@ -559,18 +490,18 @@ class OwnershipBase:
             self.check_use(var, line, column)
         if owned:
             noun = v.noun or owned[0][3] or "Lease"
-            self.st[var] = frozenset({(RELEASED, line, column, noun)})
-        elif var in self.discharging:
-            self.st[var] = frozenset({(RELEASED, line, column, _noun_of(var))})
+            self.s.st[var] = frozenset({(RELEASED, line, column, noun)})
+        elif var in self.s.discharging:
+            self.s.st[var] = frozenset({(RELEASED, line, column, _noun_of(var))})
         self.fields_gone(var)
 
     def bind_local(self, var: Var, v: Value, line: int, column: int) -> None:
         """`var = <value>`: the old value must not be held; the new one may be."""
-        assert self.st is not None
+        assert self.s.st is not None
         if v.kind == "var" and v.var is var:
             return
-        self.links.pop(var, None)
-        self.slots.pop(var, None)
+        self.s.links.pop(var, None)
+        self.s.slots.pop(var, None)
         self.fields_rebound(var, v, line, column)
         old = self.facts(var)
         held = [f for f in old if f[0] == HELD]
@@ -580,47 +511,47 @@ class OwnershipBase:
         self.forget_slots(var.name)
         if _is_any(var.type) and v.kind in ("fresh", "tuple", "var"):
             self.untracked_flow(v, f'"{var.name}", a name typed Any')
-            self.st[var] = NOTHING_FACTS
+            self.s.st[var] = NOTHING_FACTS
             return
         if v.kind == "fresh":
-            self.st[var] = frozenset({(HELD, line, column, v.noun)})
+            self.s.st[var] = frozenset({(HELD, line, column, v.noun)})
         elif v.kind == "unknown":
-            self.st[var] = frozenset({(UNKNOWN, line, column, v.noun)})
+            self.s.st[var] = frozenset({(UNKNOWN, line, column, v.noun)})
         elif v.kind == "display":
-            self.st[var] = frozenset({(HELD, line, column, f"{v.noun} container")})
+            self.s.st[var] = frozenset({(HELD, line, column, f"{v.noun} container")})
         elif v.kind == "awaitable":
             self.untracked_flow(v, f'"{var.name}" (await it where it is made)')
-            self.st[var] = NOTHING_FACTS
+            self.s.st[var] = NOTHING_FACTS
         elif v.kind == "var" and v.var is not None:
             src = v.var
             self.check_use(src, v.line, v.column)
             facts = self.facts(src)
             if any(f[0] in (HELD, RELEASED, MOVED) for f in facts):
-                self.st[var] = frozenset(
+                self.s.st[var] = frozenset(
                     (HELD, line, column, f[3]) if f[0] == HELD else f for f in facts
                 )
                 noun = next((f[3] for f in facts if f[3]), "Lease")
-                self.st[src] = frozenset({(MOVED, line, column, noun)})
+                self.s.st[src] = frozenset({(MOVED, line, column, noun)})
                 self.fields_gone(src)
-                if src in self.place_bases:
-                    self.links[var] = src
+                if src in self.s.place_bases:
+                    self.s.links[var] = src
             else:
-                self.st[var] = facts
+                self.s.st[var] = facts
         elif v.kind == "borrowed":
-            self.st[var] = borrowed(v.noun)
+            self.s.st[var] = borrowed(v.noun)
             if v.slot:
-                self.slots[var] = v.slot
+                self.s.slots[var] = v.slot
         else:
-            self.st[var] = NOTHING_FACTS
+            self.s.st[var] = NOTHING_FACTS
 
     def bind(self, target: Expression, v: Value, line: int) -> None:
         """Assign an evaluated value to an assignment target."""
-        if self.st is None:
+        if self.s.st is None:
             return
         if isinstance(target, MemberExpr):
             name = spelled(target)
             place = self.local_var(target)
-            if place is not None and place in self.container_places:
+            if place is not None and place in self.s.container_places:
                 self.drained_by_loop(place, name)
             if name is not None:
                 self.forget_slots(name)
@@ -631,19 +562,19 @@ class OwnershipBase:
                     self.lend(v)
                     return
                 self.bind_local(var, v, target.line, target.column)
-            elif self.fn is not None or not isinstance(target.node, Var):
+            elif self.s.fn is not None or not isinstance(target.node, Var):
                 self.transfer(v, "storing it outside the function", line)
             else:
                 self.transfer(v, "storing it", line)
         elif isinstance(target, MemberExpr):
-            self.lend(self.ev(target.expr))
+            self.lend(self.rules.ev(target.expr))
             place = self.local_var(target)
             if place is not None and self.is_borrow(v):
                 self.transfer(v, "storing it in an owned field", line)
                 self.bind_local(place, OTHER, target.line, target.column)
             elif place is not None:
                 self.bind_local(place, v, target.line, target.column)
-            elif _is_any(self.types.get(target)) or _is_any(self.types.get(target.expr)):
+            elif _is_any(self.s.types.get(target)) or _is_any(self.s.types.get(target.expr)):
                 self.untracked_flow(v, f'the attribute "{target.name}" of an Any')
             elif self.borrowed_attribute(target):
                 self.lend(v)
@@ -652,8 +583,8 @@ class OwnershipBase:
             else:
                 self.transfer(v, "storing it in an attribute", line)
         elif isinstance(target, IndexExpr):
-            self.lend(self.ev(target.base))
-            self.lend(self.ev(target.index))
+            self.lend(self.rules.ev(target.base))
+            self.lend(self.rules.ev(target.index))
             if self.borrowed_items(target.base):
                 self.lend(v)
             elif self.any_items(target.base):
@@ -664,8 +595,8 @@ class OwnershipBase:
                 moved_in = self.owns(v)
                 self.transfer(v, "storing it in a container", line)
                 if moved_in:
-                    self.stored(target.base, target.index, target.line, target.column)
-                    self.filled(target.base, self.types.get(target.base), line)
+                    self.rules.stored(target.base, target.index, target.line, target.column)
+                    self.filled(target.base, self.s.types.get(target.base), line)
         elif isinstance(target, (TupleExpr, ListExpr)):
             if v.kind == "tuple" and len(v.items) == len(target.items):
                 for item, noun in zip(target.items, v.items):
@@ -678,7 +609,7 @@ class OwnershipBase:
         elif isinstance(target, StarExpr):
             self.bind(target.expr, OTHER, line)
         else:
-            self.lend(self.ev(target))
+            self.lend(self.rules.ev(target))
 
     def unpack(self, target: TupleExpr | ListExpr, v: Value, line: int) -> bool:
         """`a, b = pair` from a name or a subscript: the targets take the items over, or borrow them.
@@ -713,7 +644,7 @@ class OwnershipBase:
     def target_noun(self, target: Expression) -> str | None:
         """The noun of what an unpacking target owns by its type (a name's inferred type), or None."""
         var = target.node if isinstance(target, NameExpr) else None
-        t = var.type if isinstance(var, Var) and var.type is not None else self.types.get(target)
+        t = var.type if isinstance(var, Var) and var.type is not None else self.s.types.get(target)
         if is_borrowed(t):
             return None
         kind = classify(t)
@@ -721,17 +652,17 @@ class OwnershipBase:
 
     def drained_by_loop(self, place: Var, name: str | None) -> None:
         """`for x in self.c: consume(x)` then `self.c = []`: the new value replaces a spent container."""
-        assert self.st is not None
-        for marker, spelling in self.entries.items():
-            if spelling == name and any(f[0] in (RELEASED, MOVED) for f in self.st.get(marker, ())):
-                self.st[marker] = NOTHING_FACTS
-                self.st[place] = NOTHING_FACTS
+        assert self.s.st is not None
+        for marker, spelling in self.s.entries.items():
+            if spelling == name and any(f[0] in (RELEASED, MOVED) for f in self.s.st.get(marker, ())):
+                self.s.st[marker] = NOTHING_FACTS
+                self.s.st[place] = NOTHING_FACTS
 
     def borrowed_attribute(self, target: MemberExpr) -> bool:
         """Whether the attribute is declared `Borrowed[...]`: storing there lends."""
         if target.def_var is not None and is_borrowed(target.def_var.type):
             return True
-        t = self.types.get(target.expr)
+        t = self.s.types.get(target.expr)
         p = get_proper_type(t) if t is not None else None
         if isinstance(p, Instance):
             sym = p.type.get(target.name)
@@ -743,15 +674,15 @@ class OwnershipBase:
         """Whether `v` is a borrowed view (a `Borrowed` parameter or lookup result)."""
         if v.kind == "borrowed":
             return True
-        return v.kind == "var" and v.var is not None and self.st is not None and any(
-            f[0] == BORROWED for f in self.st.get(v.var, ())
+        return v.kind == "var" and v.var is not None and self.s.st is not None and any(
+            f[0] == BORROWED for f in self.s.st.get(v.var, ())
         )
 
     def attribute_type(self, target: MemberExpr) -> Type | None:
         """The declared type of the attribute `target` names (None: not known)."""
         if target.def_var is not None and target.def_var.type is not None:
             return target.def_var.type
-        t = self.types.get(target.expr)
+        t = self.s.types.get(target.expr)
         p = get_proper_type(t) if t is not None else None
         if isinstance(p, Instance):
             sym = p.type.get(target.name)
@@ -761,7 +692,7 @@ class OwnershipBase:
 
     def items_track(self, container: Expression) -> bool:
         """False for a standard container whose item type cannot hold an owned value."""
-        t = self.types.get(container)
+        t = self.s.types.get(container)
         p = get_proper_type(t) if t is not None else None
         if not (isinstance(p, Instance) and p.type.fullname in CONTAINERS and p.args):
             return True
@@ -769,7 +700,7 @@ class OwnershipBase:
 
     def any_items(self, container: Expression) -> bool:
         """Whether storing into `container` goes into an `Any` (an `Any` itself, or `dict[str, Any]`)."""
-        t = self.types.get(container)
+        t = self.s.types.get(container)
         p = get_proper_type(t) if t is not None else None
         if isinstance(p, AnyType):
             return True
@@ -777,41 +708,41 @@ class OwnershipBase:
 
     def borrowed_items(self, container: Expression) -> bool:
         """Whether a container's item type (its last type argument) is `Borrowed[...]`."""
-        t = self.types.get(container)
+        t = self.s.types.get(container)
         p = get_proper_type(t) if t is not None else None
         return isinstance(p, Instance) and bool(p.args) and is_borrowed(p.args[-1])
 
     def sink(self, e: Expression, action: Callable[[Value], None]) -> None:
         """Evaluate `e` and hand its value to `action`, path by path for `a if c else b`."""
-        if self.st is None:
+        if self.s.st is None:
             return
         if isinstance(e, ConditionalExpr):
-            t, f = self.cond(e.cond)
-            self.st = t
+            t, f = self.rules.cond(e.cond)
+            self.s.st = t
             self.sink(e.if_expr, action)
-            after_true = self.st
-            self.st = f
+            after_true = self.s.st
+            self.s.st = f
             self.sink(e.else_expr, action)
-            self.st = join(after_true, self.st)
+            self.s.st = join(after_true, self.s.st)
             return
         if isinstance(e, OpExpr) and e.op == "or" and self.local_var(e.left) is not None:
-            t, f = self.cond(e.left)
-            self.st = t
+            t, f = self.rules.cond(e.left)
+            self.s.st = t
             self.sink(e.left, action)
-            after_true = self.st
-            self.st = f
+            after_true = self.s.st
+            self.s.st = f
             self.sink(e.right, action)
-            self.st = join(after_true, self.st)
+            self.s.st = join(after_true, self.s.st)
             return
-        action(self.ev(e))
+        action(self.rules.ev(e))
 
     def capture_check(self, node: Node, what: str) -> None:
-        if self.st is None or not self.locals:
+        if self.s.st is None or not self.s.locals:
             return
         seen: set[Var] = set()
         for name in name_refs(node):
             var = name.node
-            if not isinstance(var, Var) or var not in self.locals or var in seen:
+            if not isinstance(var, Var) or var not in self.s.locals or var in seen:
                 continue
             seen.add(var)
             facts = self.facts(var)
@@ -823,7 +754,7 @@ class OwnershipBase:
             noun = next((f[3] for f in facts if f[3]), "Lease")
             self.report(name.line, name.column, codes.ESCAPE.code,
                         f'{noun} "{var.name}" is captured by {what}; pass it explicitly')
-            self.st[var] = NOTHING_FACTS
+            self.s.st[var] = NOTHING_FACTS
 
 
 def _held_noun(facts: Facts) -> str:

@@ -71,16 +71,16 @@ class StatementsMixin(CompoundMixin):
 
     def stmts(self, body: Sequence[Statement]) -> None:
         for s in body:
-            if self.st is None:
+            if self.s.st is None:
                 return
             self.stmt(s)
 
     def block(self, b: Block) -> None:
         if b.is_unreachable or (b.body and self._block_unreachable_by_types(b.body)):
-            if self.st is not None and b.body and not b.is_unreachable:
-                self.mod.note(b.body[0].line, 0, f"skipped: the block at line {b.body[0].line} "
+            if self.s.st is not None and b.body and not b.is_unreachable:
+                self.s.mod.note(b.body[0].line, 0, f"skipped: the block at line {b.body[0].line} "
                                                  f"(mypy found it unreachable and typed nothing there)")
-            self.st = None
+            self.s.st = None
             return
         self.stmts(b.body)
 
@@ -101,20 +101,20 @@ class StatementsMixin(CompoundMixin):
             if isinstance(node, DelStmt) and not isinstance(node.expr, IndexExpr):
                 continue  # mypy types no `del name` / `del a.b` target, reachable or not
             if isinstance(node, Expression) and not isinstance(node, TempNode):
-                if node in self.types:
+                if node in self.s.types:
                     return False
                 seen_expression = True
             stack.extend(children(node))
         return seen_expression
 
     def stmt(self, s: Statement) -> None:
-        if not self.frames:
+        if not self.s.frames:
             self.dispatch(s)
         elif isinstance(s, SIMPLE_STATEMENTS):
-            pre = None if self.st is None else dict(self.st)
-            self.exit_state = None
+            pre = None if self.s.st is None else dict(self.s.st)
+            self.s.exit_state = None
             self.dispatch(s)
-            post = self.st if self.st is not None else self.exit_state
+            post = self.s.st if self.s.st is not None else self.s.exit_state
             if pre is not None:
                 self.record_exception(exception_state(pre, post))
         else:
@@ -142,12 +142,12 @@ class StatementsMixin(CompoundMixin):
         elif isinstance(s, RaiseStmt):
             self.raise_stmt(s)
         elif isinstance(s, (BreakStmt, ContinueStmt)):
-            assert self.st is not None
-            self.unwind("break" if isinstance(s, BreakStmt) else "continue", self.st, s.line)
-            self.st = None
+            assert self.s.st is not None
+            self.unwind("break" if isinstance(s, BreakStmt) else "continue", self.s.st, s.line)
+            self.s.st = None
         elif isinstance(s, OperatorAssignmentStmt):
-            self.lend(self.ev(s.rvalue))
-            self.lend(self.ev(s.lvalue))
+            self.lend(self.rules.ev(s.rvalue))
+            self.lend(self.rules.ev(s.lvalue))
         elif isinstance(s, DelStmt):
             self.del_stmt(s.expr, s.line)
         elif isinstance(s, AssertStmt):
@@ -160,12 +160,12 @@ class StatementsMixin(CompoundMixin):
             self.definition(s)
 
     def expression_stmt(self, s: ExpressionStmt) -> None:
-        v = self.ev(s.expr)
+        v = self.rules.ev(s.expr)
         if v.kind in ("fresh", "tuple"):
             self.lend(v)
-        t = self.types.get(s.expr)
+        t = self.s.types.get(s.expr)
         if t is not None and isinstance(get_proper_type(t), UninhabitedType):
-            self.st = None
+            self.s.st = None
 
     def assignment(self, s: AssignmentStmt) -> None:
         if s.is_alias_def or isinstance(s.rvalue, TempNode):
@@ -178,20 +178,20 @@ class StatementsMixin(CompoundMixin):
             and len(first.items) == len(rvalue.items)
             and not any(isinstance(i, StarExpr) for i in first.items + rvalue.items)
         ):
-            values = [self.ev(item) for item in rvalue.items]
+            values = [self.rules.ev(item) for item in rvalue.items]
             self.bind_simultaneously(first.items, values, s.line)
         else:
             self.sink(rvalue, lambda v: self.bind(first, v, s.line))
         for extra in s.lvalues[1:]:
             self.bind(extra, OTHER, s.line)
-        if self.st is not None:
-            t = self.types.get(rvalue)
+        if self.s.st is not None:
+            t = self.s.types.get(rvalue)
             if t is not None and isinstance(get_proper_type(t), UninhabitedType):
-                self.st = None
+                self.s.st = None
 
     def bind_simultaneously(self, targets: list[Expression], values: list[Value], line: int) -> None:
         """`a, b = b, a`: every value is read before any target is bound."""
-        if self.st is None:
+        if self.s.st is None:
             return
         rebound = {self.local_var(t) for t in targets} - {None}
         staged: list[Var] = []
@@ -200,44 +200,44 @@ class StatementsMixin(CompoundMixin):
             if v.kind == "var" and src is not None and src in rebound:
                 self.check_use(src, v.line, v.column)
                 temp = Var(src.name, src.type)
-                self.st[temp] = self.facts(src)
-                self.st[src] = NOTHING_FACTS
+                self.s.st[temp] = self.facts(src)
+                self.s.st[src] = NOTHING_FACTS
                 values[i] = Value("var", v.line, v.column, var=temp)
                 staged.append(temp)
         for target, value in zip(targets, values):
             self.bind(target, value, line)
         for temp in staged:
-            if self.st is not None:
-                self.st.pop(temp, None)
+            if self.s.st is not None:
+                self.s.st.pop(temp, None)
 
     def return_stmt(self, s: ReturnStmt) -> None:
         if s.expr is not None:
-            if self.returns_any:
+            if self.s.returns_any:
                 self.sink(s.expr, lambda v: self.untracked_flow(v, "a return typed Any"))
-            elif not self.return_tracks:
+            elif not self.s.return_tracks:
                 self.sink(s.expr, lambda v: self.untracked_flow(
                     v, "a return whose declared type owns nothing"))
-            elif self.return_lends:
+            elif self.s.return_lends:
                 self.sink(s.expr, self.lend)
             else:
                 self.sink(s.expr, lambda v: self.transfer(v, "returning it", s.line))
-        if self.st is not None:
-            self.unwind("return", self.st, s.line)
-        self.st = None
+        if self.s.st is not None:
+            self.unwind("return", self.s.st, s.line)
+        self.s.st = None
 
     def raise_stmt(self, s: RaiseStmt) -> None:
         raised: list[TypeInfo] | None = None
         if s.expr is not None:
-            self.lend(self.ev(s.expr))
+            self.lend(self.rules.ev(s.expr))
             raised = self.exception_classes(s.expr)
         if s.from_expr is not None:
-            self.lend(self.ev(s.from_expr))
-        if self.st is not None:
-            self.unwind("raise", self.st, s.line, raised)
-        self.st = None
+            self.lend(self.rules.ev(s.from_expr))
+        if self.s.st is not None:
+            self.unwind("raise", self.s.st, s.line, raised)
+        self.s.st = None
 
     def exception_classes(self, e: Expression) -> list[TypeInfo] | None:
-        t = self.types.get(e)
+        t = self.s.types.get(e)
         if t is None:
             return None
         p = get_proper_type(t)
@@ -253,28 +253,28 @@ class StatementsMixin(CompoundMixin):
     def if_stmt(self, s: IfStmt) -> None:
         outs: list[State | None] = []
         for cond, body in zip(s.expr, s.body):
-            t, f = self.cond(cond)
-            self.st = t
+            t, f = self.rules.cond(cond)
+            self.s.st = t
             if t is not None:
                 self.block(body)
-            outs.append(self.st)
-            self.st = f
+            outs.append(self.s.st)
+            self.s.st = f
             if f is None:
                 break
-        if self.st is not None and s.else_body is not None:
+        if self.s.st is not None and s.else_body is not None:
             self.block(s.else_body)
-        outs.append(self.st)
-        self.st = join_all(outs)
+        outs.append(self.s.st)
+        self.s.st = join_all(outs)
 
     def assert_stmt(self, s: AssertStmt) -> None:
         if isinstance(s.expr, NameExpr) and s.expr.fullname == "builtins.False":
-            self.st = None
+            self.s.st = None
             return
-        t, f = self.cond(s.expr)
+        t, f = self.rules.cond(s.expr)
         if s.msg is not None and f is not None:
-            self.st = f
-            self.lend(self.ev(s.msg))
-        self.st = t
+            self.s.st = f
+            self.lend(self.rules.ev(s.msg))
+        self.s.st = t
 
     def del_stmt(self, e: Expression, line: int) -> None:
         if isinstance(e, TupleExpr):
@@ -282,45 +282,45 @@ class StatementsMixin(CompoundMixin):
                 self.del_stmt(item, line)
             return
         var = self.local_var(e)
-        if var is not None and self.st is not None:
+        if var is not None and self.s.st is not None:
             facts = self.facts(var)
             held = [f for f in facts if f[0] == HELD]
             self.forget_slots(var.name)
             if held:
                 self.report(line, e.column, codes.LEAK.code,
                             dropped_message(var, facts, held, "deleted"))
-            self.st[var] = NOTHING_FACTS
+            self.s.st[var] = NOTHING_FACTS
         elif isinstance(e, MemberExpr):
-            self.lend(self.ev(e.expr))
+            self.lend(self.rules.ev(e.expr))
         elif isinstance(e, IndexExpr):
-            self.lend(self.ev(e.base))
-            self.lend(self.ev(e.index))
+            self.lend(self.rules.ev(e.base))
+            self.lend(self.rules.ev(e.index))
             slot = slot_of(e.base, e.index)
             self.taken_out(slot, line, e.column)
-            entry = container_item(self.types.get(e.base))
+            entry = container_item(self.s.types.get(e.base))
             if entry is not None and not is_borrowed(entry) and classify(entry) is not None:
-                self.took_from(e.base, line, e.column)
-            if slot and slot in self.slot_markers and self.st is not None:
-                self.st[self.slot_markers[slot]] = NOTHING_FACTS
+                self.rules.took_from(e.base, line, e.column)
+            if slot and slot in self.s.slot_markers and self.s.st is not None:
+                self.s.st[self.s.slot_markers[slot]] = NOTHING_FACTS
 
     def taken_out(self, slot: str, line: int, column: int) -> None:
         """`del d[k]` after `x = d[k]` (or `d.get(k)`): `x` now owns what the container held."""
-        if not slot or self.st is None:
+        if not slot or self.s.st is None:
             return
-        for var, borrowed_from in list(self.slots.items()):
-            facts = self.st.get(var, ())
+        for var, borrowed_from in list(self.s.slots.items()):
+            facts = self.s.st.get(var, ())
             if borrowed_from == slot and any(f[0] == BORROWED for f in facts):
                 noun = next(f[3] for f in facts if f[0] == BORROWED)
-                self.st[var] = frozenset(
+                self.s.st[var] = frozenset(
                     (HELD, line, column, noun) if f[0] == BORROWED else f for f in facts
                 )
-                del self.slots[var]
+                del self.s.slots[var]
 
     def definition(self, s: Statement) -> None:
-        scope = self.enclosing | frozenset(self.locals)
+        scope = self.s.enclosing | frozenset(self.s.locals)
         if isinstance(s, Decorator):
             for dec in s.original_decorators:
-                self.lend(self.ev(dec))
+                self.lend(self.rules.ev(dec))
             self.capture_check(s.func, "a closure")
         elif isinstance(s, FuncDef):
             self.capture_check(s, "a closure")
@@ -330,7 +330,7 @@ class StatementsMixin(CompoundMixin):
                 self.capture_check(impl, "a closure")
         elif isinstance(s, ClassDef):
             self.capture_check(s, "a nested class")
-        self.mod.enqueue_definition(s, scope)
+        self.s.mod.enqueue_definition(s, scope)
 
 
 SIMPLE_STATEMENTS: Final = (

@@ -1,0 +1,49 @@
+"""The entry points one rules module calls in another, as a protocol.
+
+Each rules module implements its rules against `leases.check.function_state`
+and reaches the others only through `Rules`: an expression's rules ask
+`cond` for the narrowing of a test, a loop's rules ask `block` for its body,
+and so on. `leases.check.flow.FunctionChecker` composes the modules and is
+the one implementation; naming the calls here keeps each module importable
+and readable on its own (no module imports another rules module for these).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from mypy.nodes import Block, Expression
+
+from leases.check.facts import State, Value
+
+
+class Rules(Protocol):
+    """What the rules of one module may ask of the others."""
+
+    def ev(self, e: Expression) -> Value:
+        """Evaluate `e` for its ownership effects; return where its value comes from (`expressions`)."""
+        ...
+
+    def cond(self, e: Expression) -> tuple[State | None, State | None]:
+        """Evaluate a condition; return the states where it is true and false (`conditions`)."""
+        ...
+
+    def block(self, b: Block) -> None:
+        """Analyse a block of statements from the current state (`statements`)."""
+        ...
+
+    def stored(self, container: Expression, key: Expression, line: int, column: int) -> None:
+        """`c[k] = owned`: a second store under the same live key drops the first value (`expressions`)."""
+        ...
+
+    def iteration(self, it: Expression) -> tuple[str, Expression | None]:
+        """What a loop over `it` binds, and the container for items it still holds (`compound`)."""
+        ...
+
+    def bind_loop_target(self, target: Expression, mode: str, container: Expression | None, line: int) -> None:
+        """Bind a `for` (or comprehension) target according to `iteration`'s answer (`compound`)."""
+        ...
+
+    def took_from(self, container: Expression, line: int, column: int) -> None:
+        """An owned entry was taken out of `container`: a `@takes_from` contract may be met (`takes`)."""
+        ...
