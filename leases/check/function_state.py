@@ -93,8 +93,9 @@ class FunctionState:
     """Locals bound to a container held inside another that outlives the call (loop targets)."""
     takes: dict[str, tuple[Take, Var]]
     """`@takes_from` field name -> its contract and marker (see `leases.check.takes`)."""
-    take_aliases: dict[Var, str]
-    """Local bound only from `self.F.get(k)` / `self.F[k]` / `self.F.setdefault(k, ...)` -> F."""
+    take_aliases: dict[Var, tuple[str, Var]]
+    """Local bound from `self.F.get(k)` / `self.F[k]` / `self.F.setdefault(k, ...)` -> F and the
+    marker held while the local may still name that item (see `leases.check.takes`)."""
 
     def __init__(
         self, module: ModuleChecker, fn: FuncItem | None, body: list[Statement], enclosing: frozenset[Var],

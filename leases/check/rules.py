@@ -44,6 +44,10 @@ class Rules(Protocol):
         """Bind a `for` (or comprehension) target according to `iteration`'s answer (`compound`)."""
         ...
 
+    def alias_bound(self, target: Expression, rvalue: Expression) -> None:
+        """`target = rvalue`: a `@takes_from` alias may now name a field's item, or no longer (`takes`)."""
+        ...
+
     def took_from(self, container: Expression, line: int, column: int) -> None:
         """An owned entry was taken out of `container`: a `@takes_from` contract may be met (`takes`)."""
         ...

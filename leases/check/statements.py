@@ -184,6 +184,8 @@ class StatementsMixin(CompoundMixin):
             self.sink(rvalue, lambda v: self.bind(first, v, s.line))
         for extra in s.lvalues[1:]:
             self.bind(extra, OTHER, s.line)
+        for target in s.lvalues:
+            self.rules.alias_bound(target, rvalue)
         if self.s.st is not None:
             t = self.s.types.get(rvalue)
             if t is not None and isinstance(get_proper_type(t), UninhabitedType):

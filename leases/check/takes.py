@@ -6,24 +6,50 @@ ownership rules alone are silent. The contract names the fields; the method
 must, on at least one path that returns normally, take an owned entry out of
 each: `self.F.pop(k)`, `self.F.popitem()`, `self.F.popleft()`, `del self.F[k]`
 (F holds leases or `@linear` values), or a pop of such a value from a
-container stored in F (`self.F[k].pop()`, or `pins.pop()` with `pins` bound
-only from `self.F.get(k)`, `self.F[k]` or `self.F.setdefault(k, ...)`). What
-happens to the taken value the other rules check as usual.
+container stored in F (`self.F[k].pop()`, or `pins.pop()` where `pins` may
+hold, on the path taken, what `self.F.get(k)`, `self.F[k]` or
+`self.F.setdefault(k, ...)` returned). What happens to the taken value the
+other rules check as usual.
 
 A synthetic marker per field starts "not taken" (held) and becomes "taken"
 (moved) at a take-out; the flow analysis carries it like any other fact, and
 the method is accepted when some normal exit may have it taken.
+
+An alias is followed through the flow too: a local bound from one of F's
+items gets a marker of its own, held while it may still name that item and
+moved once every path has rebound it (`if not pins: pins = []`). A local
+bound any other way than by a plain assignment (a loop target, `with ... as`,
+a walrus, an augmented assignment, `except ... as`, a `match` capture) is
+never an alias.
 """
 
 from __future__ import annotations
 
-from mypy.nodes import AssignmentStmt, CallExpr, ClassDef, Expression, ForStmt, FuncItem, IndexExpr, MemberExpr, NameExpr, Node, Var
+from mypy.nodes import (
+    AssignmentExpr,
+    AssignmentStmt,
+
+    CallExpr,
+    ClassDef,
+    Expression,
+    ForStmt,
+    FuncItem,
+    IndexExpr,
+    MemberExpr,
+    NameExpr,
+    Node,
+    OperatorAssignmentStmt,
+    TryStmt,
+    Var,
+    WithStmt,
+)
 
 from leases.check import codes
 from leases.check.contracts import Take
 from leases.check.facts import HELD, MOVED, State
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children
+from mypy.patterns import AsPattern
 
 
 class TakesMixin(OwnershipBase):
@@ -38,7 +64,23 @@ class TakesMixin(OwnershipBase):
             self.s.takes[take.field] = (take, marker)
             st[marker] = frozenset({(HELD, fn.line, fn.column, take.noun)})
         nested = {t.field for t in contract if t.nested}
-        self.s.take_aliases = _aliases(fn, self_var, nested) if nested else {}
+        self.s.take_aliases = {}
+        for var, name in (_aliases(fn, self_var, nested) if nested else {}).items():
+            alias = Var(f"{var.name} aliases self.{name}[...]", None)
+            self.s.markers.add(alias)
+            self.s.take_aliases[var] = (name, alias)
+
+    def alias_bound(self, target: Expression, rvalue: Expression) -> None:
+        """`target = rvalue`: whether a `@takes_from` alias now names an item of its field."""
+        if not self.s.take_aliases or self.s.st is None or self.s.fn is None \
+                or not isinstance(target, NameExpr) or not isinstance(target.node, Var):
+            return
+        entry = self.s.take_aliases.get(target.node)
+        if entry is None:
+            return
+        name, alias = entry
+        names_item = _alias_source(rvalue, self.s.fn.arguments[0].variable) == name
+        self.s.st[alias] = frozenset({(HELD if names_item else MOVED, target.line, target.column, "alias")})
 
     def took_from(self, container: Expression, line: int, column: int) -> None:
         """An owned entry was taken out of `container`: if it is a named field, the contract is met."""
@@ -49,7 +91,9 @@ class TakesMixin(OwnershipBase):
         if name is None and isinstance(container, IndexExpr):
             name, nested = _field_of_self(container.base, self_var), True
         elif name is None and isinstance(container, NameExpr) and isinstance(container.node, Var):
-            name, nested = self.s.take_aliases.get(container.node), True
+            alias = self.s.take_aliases.get(container.node)
+            if alias is not None and any(f[0] == HELD for f in self.s.st.get(alias[1], ())):
+                name, nested = alias[0], True
         entry = self.s.takes.get(name) if name is not None else None
         if entry is None or entry[0].nested != nested:
             return
@@ -97,7 +141,10 @@ def _bound(target: Node) -> list[Var]:
 
 
 def _aliases(fn: FuncItem, self_var: Var, fields: set[str]) -> dict[Var, str]:
-    """Locals every assignment of which binds them from one of `fields`' items."""
+    """Locals bound only by plain assignments, at least one of them from an item of one of `fields`.
+
+    `alias_bound` then follows, path by path, whether the local names that item.
+    """
     sources: dict[Var, set[str | None]] = {}
     stack: list[Node] = list(fn.body.body)
     while stack:
@@ -107,17 +154,40 @@ def _aliases(fn: FuncItem, self_var: Var, fields: set[str]) -> dict[Var, str]:
         if isinstance(node, AssignmentStmt):
             for target in node.lvalues:
                 single = isinstance(target, NameExpr)
-                source = _alias_source(node.rvalue, self_var) if single else None
+                source = _alias_source(node.rvalue, self_var) if single else _NOT_PLAIN
                 for var in _bound(target):
                     sources.setdefault(var, set()).add(source)
-        elif isinstance(node, ForStmt):
-            for var in _bound(node.index):
-                sources.setdefault(var, set()).add(None)
+        else:
+            for target in _other_bindings(node):
+                for var in _bound(target):
+                    sources.setdefault(var, set()).add(_NOT_PLAIN)
         stack.extend(children(node))
     out: dict[Var, str] = {}
     for var, found in sources.items():
-        if len(found) == 1:
-            (only,) = found
-            if only is not None and only in fields:
+        named = found - {None}
+        if len(named) == 1:
+            (only,) = named
+            if only in fields:
                 out[var] = only
     return out
+
+
+_NOT_PLAIN = "\0"
+"""A source no field is named: the local is bound other than by a plain assignment."""
+
+
+def _other_bindings(node: Node) -> list[Expression]:
+    """The targets `node` binds other than by a plain assignment statement."""
+    if isinstance(node, ForStmt):
+        return [node.index]
+    if isinstance(node, WithStmt):
+        return [t for t in node.target if t is not None]
+    if isinstance(node, AssignmentExpr):
+        return [node.target]
+    if isinstance(node, OperatorAssignmentStmt):
+        return [node.lvalue]
+    if isinstance(node, TryStmt):
+        return [v for v in node.vars if v is not None]
+    if isinstance(node, AsPattern) and node.name is not None:
+        return [node.name]
+    return []
