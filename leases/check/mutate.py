@@ -61,11 +61,6 @@ EXEMPT: dict[tuple[str, str, str], str] = {
         "out of scope when the call is deleted; a duplicate is a no-op (_release resets each field "
         "before releasing it). tests/unicache/test_timeouts.py catches the deletion (leases still live "
         "after time_out)",
-    ("unicache.integrations.sglang.lockcore", "LockLeaseCore.inc_full_pin",
-     "self.full_pins.setdefault(node_id, []).append( ..."):
-        "the statement acquires the pin lease as it stores it: deleting it acquires nothing (no owned "
-        "value exists to be lost), a duplicate stores a second live pin in the list that owns it; "
-        "tests/integrations/sglang/test_locks.py catches both (counters differ from the live leases)",
 }
 """(module, qualified name of the enclosing function, statement text) -> why a mutant of that one
 statement is not expected to be caught."""

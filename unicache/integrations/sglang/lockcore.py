@@ -244,9 +244,8 @@ class LockLeaseCore(UnifiedTreeCore):
         """SGLang's Full pin walk, backed by a lease (no receipt in SGLang's API: a stack per node)."""
         self._gated(lambda: super(LockLeaseCore, self).inc_full_pin(node_id))
         receipt = LockReceipt(node_id=node_id, kind="Full pin")
-        self.full_pins.setdefault(node_id, []).append(
-            self._lease_lock(receipt, self.node_by_id(node_id))
-        )
+        lease = self._lease_lock(receipt, self.node_by_id(node_id))
+        self.full_pins.setdefault(node_id, []).append(lease)
 
     @takes_from("full_pins")
     def dec_full_pin(self, node_id: int) -> None:
