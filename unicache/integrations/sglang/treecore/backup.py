@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from sglang.srt.mem_cache.hicache_storage import PoolTransfer
 from sglang.srt.mem_cache.unified_cache.cache_action import BackupKV
@@ -13,6 +15,7 @@ from unicache.integrations.sglang.treecore.errors import NodeStateError, Pending
 from unicache.integrations.sglang.treecore.receipts import FullHost, WriteThroughMark
 from unicache.integrations.sglang.treecore.state import TreeState, lease_holders
 from unicache.integrations.sglang.treecore.values import host_array
+from unicache.tree.node import Node
 
 
 @trait
@@ -69,13 +72,16 @@ class Backups(TreeState):
         if len(nodes) == 1:
             return [nodes[0].id]
         depth: dict[int, int] = {}
-        for x in nodes:
-            d = 0
-            up = x.parent
-            while up is not None:
-                d += 1
+        for x in nodes:  # each ancestor walked once for the whole batch (a batch is often one path)
+            chain: list[Node] = []
+            up: Optional[Node] = x
+            while up is not None and up.id not in depth:
+                chain.append(up)
                 up = up.parent
-            depth[x.id] = d
+            d = -1 if up is None else depth[up.id]
+            for y in reversed(chain):
+                d += 1
+                depth[y.id] = d
         return sorted(node_ids, key=lambda nid: (depth[nid], nid))
 
     def finish_write_through(self, node_ids: list[NodeId], ack_id: int) -> None:  # lease: takes-from write_marks
