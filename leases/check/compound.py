@@ -208,6 +208,11 @@ class CompoundMixin(OwnershipBase):
         entry = self.s.st
         loop_locals = self.loop_locals(s, [s.index, s.body])
         spent = self.held_local_container(container) if mode == "entry" and container is not None else None
+        if spent is None and mode == "entry" and isinstance(container, MemberExpr):
+            place = self.local_var(container)  # `for lease in self.table.values()`: may spend the field
+            if place is not None and place in self.s.container_places \
+                    and any(f[0] == HELD for f in self.facts(place)):
+                spent = place
         targets = [v for v in map(self.local_var, target_names(s.index)) if v is not None]
         drained: list[bool] = []
 
@@ -281,6 +286,11 @@ class CompoundMixin(OwnershipBase):
             return self.iterated_container(callee.expr)
         if isinstance(callee, NameExpr) and callee.fullname in COPIES and it.args:
             return self.iterated_container(it.args[0])
+        if isinstance(callee, NameExpr) and callee.fullname == "builtins.zip" and _strict(it):
+            held = [c for c in (self.iterated_container(a) for a in it.args if a is not None)
+                    if c is not None and self.container_mode(c)]
+            if len(held) == 1:  # `zip(names, pins, strict=True)`: every entry of `pins`, or a raise
+                return held[0]
         return None
 
     def container_mode(self, e: Expression) -> str:
@@ -647,6 +657,14 @@ COPIES: Final = frozenset({
     "builtins.set", "builtins.frozenset", "builtins.enumerate",
 })
 """Calls whose result iterates over the items of their first argument, which keeps them."""
+
+
+def _strict(call: CallExpr) -> bool:
+    """Whether a `zip(...)` call says `strict=True` (so it cannot stop before a longer argument's end)."""
+    for name, arg in zip(call.arg_names, call.args):
+        if name == "strict":
+            return isinstance(arg, NameExpr) and arg.fullname == "builtins.True"
+    return False
 
 
 def _tracked_somewhere(t: Type) -> bool:

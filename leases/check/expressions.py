@@ -58,6 +58,7 @@ from leases.check.facts import (
     MOVED,
     MAX_ITERATIONS,
     TUPLE_NOUN,
+    dropped_message,
     NEW,
     NONE,
     NOTHING_FACTS,
@@ -396,7 +397,7 @@ class ExpressionsMixin(OwnershipBase):
                 self.consume(receiver, callee.line, callee.column)
             elif callee.name == "clear" and receiver.var in self.s.container_places:
                 self.lend(receiver)
-                self.s.st[receiver.var] = NOTHING_FACTS
+                self.cleared_field(receiver.var, callee.expr, callee.line, callee.column)
                 self.cleared(callee.expr)
             elif callee.name in LEASE_CONSUMING and receiver.kind == "var" and receiver.var is not None \
                     and self.unowned_receiver(receiver_type) is not None \
@@ -496,6 +497,22 @@ class ExpressionsMixin(OwnershipBase):
         name = spelled(arg)
         if name is not None:
             self.forget_slots(name)
+
+    def cleared_field(self, place: Var, container: Expression, line: int, column: int) -> None:
+        """`self.c.clear()` of an owning container field: like `self.c = {}`, it must not drop live entries.
+
+        The field is spent when a loop released or handed on every entry (on
+        every path through its body), or a test found it empty; otherwise
+        what it still holds is lost.
+        """
+        assert self.s.st is not None
+        facts = self.s.st.get(place, NOTHING_FACTS)
+        held = [f for f in facts if f[0] == HELD]
+        if held:
+            self.report(line, column, codes.LEAK.code,
+                        dropped_message(place, facts, held, "cleared")
+                        + "; release or hand on its entries first (a loop over it, or pop each)")
+        self.s.st[place] = NOTHING_FACTS
 
     def cleared(self, container: Expression) -> None:
         """`c.clear()`: released entries of `c` are gone, and so is whatever its slots held."""

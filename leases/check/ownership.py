@@ -550,9 +550,6 @@ class OwnershipBase:
             return
         if isinstance(target, MemberExpr):
             name = spelled(target)
-            place = self.local_var(target)
-            if place is not None and place in self.s.container_places:
-                self.drained_by_loop(place, name)
             if name is not None:
                 self.forget_slots(name)
         if isinstance(target, NameExpr):
@@ -649,14 +646,6 @@ class OwnershipBase:
             return None
         kind = classify(t)
         return kind.noun if kind is not None else None
-
-    def drained_by_loop(self, place: Var, name: str | None) -> None:
-        """`for x in self.c: consume(x)` then `self.c = []`: the new value replaces a spent container."""
-        assert self.s.st is not None
-        for marker, spelling in self.s.entries.items():
-            if spelling == name and any(f[0] in (RELEASED, MOVED) for f in self.s.st.get(marker, ())):
-                self.s.st[marker] = NOTHING_FACTS
-                self.s.st[place] = NOTHING_FACTS
 
     def borrowed_attribute(self, target: MemberExpr) -> bool:
         """Whether the attribute is declared `Borrowed[...]`: storing there lends."""

@@ -9,6 +9,7 @@ import pytest
 
 from tests.repl.conftest import RunRepl
 from unicache.dump import load_dump
+from unicache.repl.session import Session
 
 
 @pytest.fixture
@@ -61,3 +62,29 @@ def test_step_through_a_replay(repl: RunRepl, trace_file: Path, tmp_path: Path) 
 def test_bad_trace_is_a_startup_error(repl: RunRepl, tmp_path: Path) -> None:
     run = repl("tree\n", "--trace", str(tmp_path / "nope.jsonl"))
     assert run.status == 2 and run.out[0]["error"]["type"] == "FileNotFoundError"
+
+
+def test_locks_and_tickets_taken_at_the_prompt_are_given_back_at_close(
+    repl: RunRepl, trace_file: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trace driver closes the cache it owns; the session's own receipt and ticket go first."""
+    left: list[int] = []
+    close = Session.close
+
+    def closing(session: Session) -> None:
+        cache = session.cache
+        close(session)
+        if cache is not None:
+            left.append(cache.ledger.live_count)
+
+    monkeypatch.setattr(Session, "close", closing)
+    run = repl("""\
+        step 10000
+        lock #18
+        load-back #13
+        assert counter live == 4
+        """, "--trace", str(trace_file), "--step", "2", "--components", "full,mamba", "--device-tokens", "80",
+        "--host-ratio", "4", "--seed", "3")
+    assert run.status == 0, run.failures()
+    assert run.last("lock")["ok"] and run.last("load-back")["ok"]
+    assert left and left[-1] == 0, f"leases still live after the session closed: {left}"

@@ -191,8 +191,20 @@ class Session:
             out.append(result)
         return out
 
+    @takes_from("tickets")
+    def _abandon_tickets(self) -> None:
+        """Give up every ticket still held (in flight); the cache settles each when its copy completes."""
+        while self.tickets:
+            _, t = self.tickets.popitem()
+            t.abandon()
+
     def close(self) -> None:
-        """Give back everything the session holds so no lease outlives it, then drop the cache."""
+        """Give back everything the session holds so no lease outlives it, then drop the cache.
+
+        Receipts are unlocked and tickets still in flight abandoned before a
+        trace driver closes the cache it owns, so a lock taken at the prompt
+        does not outlive the session.
+        """
         cache = self.cache
         driver = self.driver
         self.cache = None
@@ -204,23 +216,24 @@ class Session:
         self.aliases.clear()
         self.generations.clear()
         self.results.clear()
-        if driver is not None and driver.owns_cache:
-            driver.close()
-            self.receipts.clear()
-            self.tickets.clear()
-            return
-        if driver is not None:
-            driver.close()
-        if cache is None:
-            self.receipts.clear()
-            self.tickets.clear()
+        if cache is None:  # a dump, or nothing: receipts and tickets are made only on a live cache
+            assert not self.receipts and not self.tickets, "session holds receipts or tickets without a cache"
+            if driver is not None:
+                driver.close()
             return
         while self.receipts:
             _, r = self.receipts.popitem()
             cache.unlock(r)
+        if driver is not None and driver.owns_cache:
+            self.sweep()
+            self._abandon_tickets()
+            driver.close()
+            return
+        if driver is not None:
+            driver.close()
         cache.reset()
         self.sweep()
-        self.tickets.clear()
+        self._abandon_tickets()
         manual = self.manual
         if manual is not None:
             for job in list(manual.jobs.values()):
