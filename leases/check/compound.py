@@ -23,6 +23,7 @@ from mypy.nodes import (
     Expression,
     ForStmt,
     FuncBase,
+    IndexExpr,
     IntExpr,
     LambdaExpr,
     ListExpr,
@@ -57,6 +58,7 @@ from mypy.types import (
     CallableType,
     FunctionLike,
     Instance,
+    NoneType,
     TupleType,
     Type,
     TypeType,
@@ -93,6 +95,7 @@ from leases.check.model import (
     container_item,
     is_borrowed,
     is_linear_info,
+    owned_item,
 )
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children, name_refs
@@ -343,6 +346,25 @@ class CompoundMixin(OwnershipBase):
             self.s.entry_of[var] = marker
             self.s.st[var] = frozenset({(ENTRY, target.line, target.column, kind.noun)})
 
+    def container_view(self, target: Expression, rvalue: Expression) -> None:
+        """`pins = self.pins.get(node, [])`: a local naming a container held in one that outlives the call.
+
+        Its entries are the outer container's (a loop releasing them must
+        also empty it), as for a loop target over the outer's values."""
+        if not isinstance(target, NameExpr):
+            return
+        var = self.local_var(target)
+        if var is None or not owned_item(container_item(var.type)):
+            return
+        base: Expression | None = None
+        if isinstance(rvalue, IndexExpr):
+            base = rvalue.base
+        elif isinstance(rvalue, CallExpr) and isinstance(rvalue.callee, MemberExpr) \
+                and rvalue.callee.name in ("get", "setdefault") and rvalue.args:
+            base = rvalue.callee.expr
+        if base is not None and container_item(self.s.types.get(base)) is not None and self.outlives(base):
+            self.s.aliases.add(var)
+
     def outlives(self, container: Expression | None) -> bool:
         """Whether a container outlives this call: a parameter, a field, anything but a local."""
         if isinstance(container, NameExpr):
@@ -533,7 +555,9 @@ class CompoundMixin(OwnershipBase):
         outs: list[State | None] = []
         subject = self.local_var(s.subject)
         whole = Value("var", s.subject.line, s.subject.column, var=subject) if subject else None
-        enum_left = _enum_members(self.s.types.get(s.subject))
+        subject_type = self.s.types.get(s.subject)
+        enum_left = _enum_members(subject_type)
+        arity = len(items) if items is not None else _tuple_arity(subject_type)
         for pattern, guard, body in zip(s.patterns, s.guards, s.bodies):
             if remaining is None:
                 break
@@ -541,15 +565,15 @@ class CompoundMixin(OwnershipBase):
             presence = self.pattern_presence(pattern) if subject is not None else None
             if subject is not None and presence is not None:
                 self.s.st = self.narrow(self.s.st, subject, present=presence)
-            self.bind_pattern(pattern, whole, items)
-            if guard is not None:
-                t, f = self.rules.cond(guard)
-                remaining = join(remaining, f)
+            self.bind_pattern(pattern, whole, items, subject_type, temps)
+            if guard is not None:  # a failed guard leaves the subject where it was: the captures were views
+                t, _ = self.rules.cond(guard)
                 self.s.st = t
-            elif self.irrefutable(pattern, items):
+            elif self.irrefutable(pattern, arity):
                 remaining = None
             else:
-                if subject is not None and presence is not None:
+                if subject is not None and presence is not None and (
+                        presence is True and _covers(pattern, subject_type) or presence is False):
                     remaining = self.narrow(remaining, subject, present=not presence)
                 if enum_left is not None:
                     enum_left -= _enum_values(pattern)
@@ -565,6 +589,29 @@ class CompoundMixin(OwnershipBase):
             for temp in temps:
                 self.s.st.pop(temp, None)
 
+    def unpacked_subject(self, p: SequencePattern, whole: Value, subject_type: Type | None,
+                         temps: list[Var]) -> list[Value] | None:
+        """`case (a, b):` on a name holding a tuple of owned values: move it into one temporary per item."""
+        var = whole.var
+        proper = get_proper_type(subject_type) if subject_type is not None else None
+        if var is None or self.s.st is None or not isinstance(proper, TupleType) \
+                or len(proper.items) != len(p.patterns) \
+                or any(isinstance(sub, StarredPattern) for sub in p.patterns) \
+                or not any(f[0] == HELD for f in self.facts(var)):
+            return None
+        self.transfer(whole, "unpacking it", p.line)
+        out: list[Value] = []
+        for i, item in enumerate(proper.items):
+            kind = classify(item)
+            if kind is None or is_borrowed(item):
+                out.append(OTHER)
+                continue
+            temp = Var(f"item {i} of {var.name}", None)
+            self.s.st[temp] = frozenset({(HELD, p.line, p.column, kind.noun)})
+            temps.append(temp)
+            out.append(Value("var", p.line, p.column, var=temp))
+        return out
+
     def pattern_presence(self, p: Pattern) -> bool | None:
         """False for `case None:`, True for a class pattern of a tracked class, else None."""
         if isinstance(p, AsPattern) and p.pattern is not None:
@@ -576,21 +623,29 @@ class CompoundMixin(OwnershipBase):
             return True if info.fullname == LEASE or is_linear_info(info) else None
         return None
 
-    def irrefutable(self, p: Pattern, items: list[Value] | None = None) -> bool:
-        """Whether `p` matches anything (with `items`: a tuple subject of that many items)."""
+    def irrefutable(self, p: Pattern, arity: int | None = None) -> bool:
+        """Whether `p` matches anything (with `arity`: a subject that is a tuple of that many items)."""
         if isinstance(p, AsPattern):
             return p.pattern is None or self.irrefutable(p.pattern)
         if isinstance(p, OrPattern):
             return any(self.irrefutable(sub) for sub in p.patterns)
-        if isinstance(p, SequencePattern) and items is not None:
-            return len(p.patterns) == len(items) and all(self.irrefutable(sub) for sub in p.patterns)
+        if isinstance(p, SequencePattern) and arity is not None:
+            return len(p.patterns) == arity and all(self.irrefutable(sub) for sub in p.patterns)
         return False
 
-    def bind_pattern(self, p: Pattern, whole: Value | None, items: list[Value] | None) -> None:
+    def bind_pattern(self, p: Pattern, whole: Value | None, items: list[Value] | None,
+                     subject_type: Type | None = None, temps: list[Var] | None = None) -> None:
         """Bind a pattern's captures: `case X() as k` / `case k` take the subject itself, and
         the captures of a sequence pattern over a tuple subject take its items; others bind
-        nothing owned."""
+        nothing owned.
+
+        A name holding a tuple of owned values (`match pair: case (f, h):`) is
+        unpacked by a sequence pattern of its length: the name moves, each
+        capture owns its item, and an item the pattern does not capture (`_`)
+        is held by a temporary the end of the `match` checks."""
         bound: set[NameExpr] = set()
+        if isinstance(p, SequencePattern) and items is None and whole is not None and temps is not None:
+            items = self.unpacked_subject(p, whole, subject_type, temps)
         if isinstance(p, AsPattern) and p.name is not None and whole is not None:
             self.bind(p.name, whole, p.name.line)
             bound.add(p.name)
@@ -605,6 +660,32 @@ class CompoundMixin(OwnershipBase):
                 continue
             if isinstance(name.node, Var) and name.node in self.s.locals and name.is_new_def:
                 self.bind(name, OTHER, name.line)
+
+
+def _tuple_arity(t: Type | None) -> int | None:
+    """The number of items of a fixed-length tuple type, else None."""
+    p = get_proper_type(t) if t is not None else None
+    return len(p.items) if isinstance(p, TupleType) else None
+
+
+def _covers(p: Pattern, t: Type | None) -> bool:
+    """Whether a subject of type `t` that is not None always matches `p` (a bare class pattern of its class)."""
+    if isinstance(p, AsPattern) and p.pattern is not None:
+        return _covers(p.pattern, t)
+    if not isinstance(p, ClassPattern) or p.positionals or p.keyword_values \
+            or not isinstance(p.class_ref.node, TypeInfo):
+        return False
+    info = p.class_ref.node
+    proper = get_proper_type(t) if t is not None else None
+    if proper is None:
+        return False
+    options = proper.items if isinstance(proper, UnionType) else [proper]
+    for option in map(get_proper_type, options):
+        if isinstance(option, NoneType):
+            continue
+        if not isinstance(option, Instance) or not option.type.has_base(info.fullname):
+            return False
+    return True
 
 
 def _caught_by_type(t: Type | None) -> list[TypeInfo] | None:

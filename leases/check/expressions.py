@@ -374,7 +374,7 @@ class ExpressionsMixin(OwnershipBase):
                     self.lend(v)
             else:
                 self.sink(arg, self.lend)
-            if mode != "own":
+            if mode != "own" and not pure:  # `len(pins)`, `print(pins)` change nothing
                 self.forget_container(arg)
             if (name := spelled(arg)) is not None and not pure:
                 self.pop_tested([name])

@@ -48,7 +48,15 @@ from leases.check.facts import (
     verb,
 )
 from leases.check.function_state import FunctionState
-from leases.check.model import CONTAINERS, classify, container_item, is_borrowed, owned_item, tracks_anywhere
+from leases.check.model import (
+    CONTAINERS,
+    classify,
+    container_item,
+    is_borrowed,
+    is_weak_owner,
+    owned_item,
+    tracks_anywhere,
+)
 from leases.check.rules import Rules
 from leases.check.walk import name_refs
 
@@ -386,6 +394,12 @@ class OwnershipBase:
             self.s.st[var] = frozenset({(MOVED, line, 0, _noun_of(var))})
         self.fields_gone(var)
 
+    def is_entry(self, v: Value) -> bool:
+        """Whether `v` names a loop target still holding an entry of a container (see `iteration`)."""
+        if v.kind != "var" or v.var is None or v.var not in self.s.entry_of:
+            return False
+        return any(f[0] == ENTRY for f in self.facts(v.var))
+
     def not_owning_parameter(self, var: Var) -> bool:
         """A parameter declared with a type that owns nothing (`object`, `Any`, a protocol)."""
         fn = self.s.fn
@@ -519,6 +533,8 @@ class OwnershipBase:
             self.s.st[var] = frozenset({(UNKNOWN, line, column, v.noun)})
         elif v.kind == "display":
             self.s.st[var] = frozenset({(HELD, line, column, f"{v.noun} container")})
+        elif v.kind == "tuple":  # `pair = make_pair()`, `kv = d.popitem()`: held until unpacked or handed on
+            self.s.st[var] = frozenset({(HELD, line, column, TUPLE_NOUN)})
         elif v.kind == "awaitable":
             self.untracked_flow(v, f'"{var.name}" (await it where it is made)')
             self.s.st[var] = NOTHING_FACTS
@@ -589,8 +605,11 @@ class OwnershipBase:
             elif not self.items_track(target.base):
                 self.untracked_flow(v, "a container whose item type owns nothing")
             else:
-                moved_in = self.owns(v)
-                self.transfer(v, "storing it in a container", line)
+                moved_in = self.owns(v) or self.is_entry(v)
+                # `other[k] = entry` hands the entry on (as `other.append(entry)` does); a display or a
+                # comprehension of entries is a copy of the references (see `transfer`)
+                self.transfer(v, "storing it under a key" if self.is_entry(v) else "storing it in a container",
+                              line)
                 if moved_in:
                     self.rules.stored(target.base, target.index, target.line, target.column)
                     self.filled(target.base, self.s.types.get(target.base), line)
@@ -696,10 +715,12 @@ class OwnershipBase:
         return isinstance(p, Instance) and bool(p.args) and _is_any(p.args[-1])
 
     def borrowed_items(self, container: Expression) -> bool:
-        """Whether a container's item type (its last type argument) is `Borrowed[...]`."""
+        """Whether a container's items are views: its item type (its last type argument) is
+        `Borrowed[...]`, or it is a `weakref` container (`WeakValueDictionary`, `WeakSet`)."""
         t = self.s.types.get(container)
         p = get_proper_type(t) if t is not None else None
-        return isinstance(p, Instance) and bool(p.args) and is_borrowed(p.args[-1])
+        return isinstance(p, Instance) and bool(p.args) and (
+            is_borrowed(p.args[-1]) or is_weak_owner(p.type.fullname))
 
     def sink(self, e: Expression, action: Callable[[Value], None]) -> None:
         """Evaluate `e` and hand its value to `action`, path by path for `a if c else b`."""

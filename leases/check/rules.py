@@ -44,6 +44,10 @@ class Rules(Protocol):
         """Bind a `for` (or comprehension) target according to `iteration`'s answer (`compound`)."""
         ...
 
+    def container_view(self, target: Expression, rvalue: Expression) -> None:
+        """`pins = self.pins.get(k)`: the local names a container an outliving one holds (`compound`)."""
+        ...
+
     def alias_bound(self, target: Expression, rvalue: Expression) -> None:
         """`target = rvalue`: a `@takes_from` alias may now name a field's item, or no longer (`takes`)."""
         ...

@@ -186,6 +186,7 @@ class StatementsMixin(CompoundMixin):
             self.bind(extra, OTHER, s.line)
         for target in s.lvalues:
             self.rules.alias_bound(target, rvalue)
+            self.rules.container_view(target, rvalue)
         if self.s.st is not None:
             t = self.s.types.get(rvalue)
             if t is not None and isinstance(get_proper_type(t), UninhabitedType):

@@ -453,7 +453,7 @@ class LeaseTreeCore(LockLeaseCore):
         """SGLang's checks, then: every pin belongs to a live load-back of this epoch, and back."""
         super().sanity_check(ongoing_write_through, ongoing_load_back)
         problems: list[str] = self._leaf_problems()
-        live_ids: dict[int, LoadBack] = {}
+        live_ids: dict[int, Borrowed[LoadBack]] = {}  # an index of the queues' load-backs, which own them
         for anchor, queue in self.load_backs.items():
             for lb in queue:
                 for name, lid in lb.lease_ids().items():
