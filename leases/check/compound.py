@@ -211,6 +211,8 @@ class CompoundMixin(OwnershipBase):
         entry = self.s.st
         loop_locals = self.loop_locals(s, [s.index, s.body])
         spent = self.held_local_container(container) if mode == "entry" and container is not None else None
+        if spent is None and mode == "entry" and container is not None:
+            spent = self.held_param_contents(container)
         if spent is None and mode == "entry" and isinstance(container, MemberExpr):
             place = self.local_var(container)  # `for lease in self.table.values()`: may spend the field
             if place is not None and place in self.s.container_places \

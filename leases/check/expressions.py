@@ -70,6 +70,7 @@ from leases.check.facts import (
     same,
     slot_of,
     spelled,
+    verb,
 )
 from leases.check.model import (
     CASTS,
@@ -415,6 +416,7 @@ class ExpressionsMixin(OwnershipBase):
             else:
                 self.lend(receiver)
                 if callee.name == "clear":
+                    self.cleared_parameter(callee.expr, callee.line, callee.column)
                     self.cleared(callee.expr)
             if moved_in and isinstance(callee, MemberExpr):
                 self.filled(callee.expr, receiver_type, e.line)
@@ -494,6 +496,9 @@ class ExpressionsMixin(OwnershipBase):
         """A container handed to a call may be refilled or drained there: its slots are unknown."""
         if not isinstance(arg, (NameExpr, MemberExpr)) or container_item(self.s.types.get(arg)) is None:
             return
+        contents = self.held_param_contents(arg)
+        if contents is not None and self.s.st is not None:
+            self.s.st[contents] = NOTHING_FACTS  # the callee may have drained it
         name = spelled(arg)
         if name is not None:
             self.forget_slots(name)
@@ -513,6 +518,20 @@ class ExpressionsMixin(OwnershipBase):
                         dropped_message(place, facts, held, "cleared")
                         + "; release or hand on its entries first (a loop over it, or pop each)")
         self.s.st[place] = NOTHING_FACTS
+
+    def cleared_parameter(self, container: Expression, line: int, column: int) -> None:
+        """`pins.clear()` of a parameter that may still hold the caller's owned values: they are lost."""
+        marker = self.held_param_contents(container)
+        if marker is None:
+            return
+        assert self.s.st is not None and isinstance(container, NameExpr)
+        facts = self.s.st[marker]
+        modal = "holds" if all(f[0] == HELD for f in facts) else "may hold"
+        noun = next(f[3] for f in facts if f[0] == HELD)
+        self.report(line, column, codes.LEAK.code,
+                    f'"{container.name}" {modal} the caller\'s {noun} values when it is cleared, and '
+                    f"they are never {verb(noun)}; release or hand on each first (a loop over it, or pop each)")
+        self.s.st[marker] = NOTHING_FACTS
 
     def cleared(self, container: Expression) -> None:
         """`c.clear()`: released entries of `c` are gone, and so is whatever its slots held."""

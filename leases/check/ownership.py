@@ -417,6 +417,28 @@ class OwnershipBase:
             f[0] == HELD for f in self.s.st.get(v.var, ())
         )
 
+    def setup_param_contents(self, var: Var, t: Type, line: int, column: int, st: State) -> None:
+        """A parameter typed as a container of owned values: its items are the caller's, held until spent."""
+        item = container_item(t)
+        if not owned_item(item):
+            return
+        assert item is not None
+        kind = classify(item)
+        marker = Var(f"{var.name} contents", None)
+        self.s.markers.add(marker)
+        self.s.param_contents[var] = marker
+        st[marker] = frozenset({(HELD, line, column, kind.noun if kind is not None else "Lease")})
+
+    def held_param_contents(self, e: Expression) -> Var | None:
+        """The contents marker of the parameter `e` names while the caller's items may be in it, else None."""
+        if not self.s.param_contents or not isinstance(e, NameExpr) or self.s.st is None:
+            return None
+        var = self.local_var(e)
+        marker = self.s.param_contents.get(var) if var is not None else None
+        if marker is None or not any(f[0] == HELD for f in self.s.st.get(marker, ())):
+            return None
+        return marker
+
     def held_local_container(self, e: Expression) -> Var | None:
         """The local name `e` when it holds a container of owned values this function owns, else None."""
         if not isinstance(e, NameExpr):
@@ -516,6 +538,9 @@ class OwnershipBase:
             return
         self.s.links.pop(var, None)
         self.s.slots.pop(var, None)
+        contents = self.s.param_contents.pop(var, None)
+        if contents is not None:
+            self.s.st[contents] = NOTHING_FACTS
         self.fields_rebound(var, v, line, column)
         old = self.facts(var)
         held = [f for f in old if f[0] == HELD]
