@@ -477,13 +477,18 @@ class CompoundMixin(OwnershipBase):
             v = self.rules.ev(expr)
             if self.s.st is None:
                 return
+            exit_name = "__aexit__" if s.is_async else "__exit__"
+            if v.kind == "fresh" and not self.s.calls.is_consuming(self.s.types.get(expr), exit_name):
+                self.report(v.line, v.column, codes.DISCARDED.code,
+                            f'{v.noun} returned by "{v.source}" is a context manager whose {exit_name} does not '
+                            f"consume it, so nothing owns it after the block; bind it to a name and consume "
+                            f"it after the block")
             if v.kind == "var" and v.var is not None:
                 self.check_use(v.var, v.line, v.column)
                 facts = self.facts(v.var)
                 held = [f for f in facts if f[0] == HELD]
                 if held:
                     self.s.st[v.var] = borrowed(held[0][3])
-                    exit_name = "__aexit__" if s.is_async else "__exit__"
                     if self.s.calls.is_consuming(self.s.types.get(expr), exit_name):
                         after_block.append(v.var)
                     else:

@@ -86,6 +86,7 @@ from leases.check.model import (
     container_item,
     is_borrowed,
     owned_item,
+    owned_tuple,
     is_weak_owner,
 )
 from leases.check.calls import STDLIB_CONTAINERS
@@ -437,6 +438,8 @@ class ExpressionsMixin(OwnershipBase):
             if item is not None and not is_borrowed(item) and classify(item) and kind:
                 return Value("borrowed", e.line, e.column, noun=kind.noun, source="get",
                              slot=slot_of(callee.expr, e.args[0]))
+            if item is not None and is_borrowed(item) and kind:  # a lookup in an index of views
+                return Value("borrowed", e.line, e.column, noun=kind.noun, source="get")
         if generic is not None and not (isinstance(callee, MemberExpr) and callee.name == "get"):
             return self.generic_result(e, generic, moved_in or absorbed)
         result = self.call_result(e, self.s.types.get(e), e)
@@ -770,8 +773,8 @@ class ExpressionsMixin(OwnershipBase):
     def moved_out(self, e: CallExpr, receiver_type: Type | None) -> Value | None:
         """`d.pop(k)`, `d.popitem()`, `q.popleft()` on a container of owned values: a fresh owner."""
         item = container_item(receiver_type)
-        if item is None or is_borrowed(item) or classify(item) is None:
-            return None
+        if item is None or is_borrowed(item) or (classify(item) is None and not owned_tuple(item)):
+            return None  # a deque or list of (seq, lease) pairs pops a pair
         t = self.s.types.get(e)
         p = get_proper_type(t) if t is not None else None
         source = self.s.calls.callee_name(e)

@@ -595,11 +595,14 @@ class OwnershipBase:
                 self.forget_slots(name)
         if isinstance(target, NameExpr):
             var = self.local_var(target)
+            if target.name == "_" and v.kind in ("fresh", "tuple"):
+                self.lend(v)  # `first, _ = await gather(...)`: nobody owns the second
+                return
             if var is not None:
-                if target.name == "_" and v.kind in ("fresh", "tuple"):
-                    self.lend(v)
-                    return
                 self.bind_local(var, v, target.line, target.column)
+            elif isinstance(target.node, Var) and target.node in self.s.enclosing:
+                # `nonlocal slot; slot = lease`: the enclosing function's name, which no rule follows after the call
+                self.untracked_flow(v, f'"{target.name}", a name of the enclosing function')
             elif self.s.fn is not None or not isinstance(target.node, Var):
                 self.transfer(v, "storing it outside the function", line)
             else:

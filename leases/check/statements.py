@@ -163,6 +163,8 @@ class StatementsMixin(CompoundMixin):
         v = self.rules.ev(s.expr)
         if v.kind in ("fresh", "tuple"):
             self.lend(v)
+        elif v.kind == "awaitable":  # `asyncio.create_task(fetch())`, `fetch()` as a statement
+            self.untracked_flow(v, "a statement that drops it (await it, or keep the task and await it)")
         t = self.s.types.get(s.expr)
         if t is not None and isinstance(get_proper_type(t), UninhabitedType):
             self.s.st = None
