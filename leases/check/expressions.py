@@ -457,7 +457,8 @@ class ExpressionsMixin(OwnershipBase):
         if fn is None or not fn.arguments or callee.info is None:
             return
         if consuming_method(callee.info, callee.name):
-            self.fields_gone(fn.arguments[0].variable)
+            self.fields_gone(fn.arguments[0].variable, (callee.line, callee.column),
+                             f'"super().{callee.name}()"')
 
     def unowned_receiver(self, t: Type | None) -> str | None:
         """"Any" or "protocol X" for a receiver whose `release()` the checker cannot see."""

@@ -243,13 +243,30 @@ class OwnershipBase:
                     noun = self.s.place_nouns.get(place, "Lease")
                     self.s.st[place] = frozenset({(HELD, line, column, noun)})
 
-    def fields_gone(self, base: Var) -> None:
-        """`base` itself was consumed or handed on: its fields went with it."""
+    def fields_gone(self, base: Var, at: tuple[int, int] | None = None, how: str = "") -> None:
+        """`base` itself was consumed or handed on (`how`, at `at`): its fields went with it.
+
+        A field whose value was released through a local (`d = self.device;
+        d.release()`) and never reset goes with it still holding that
+        released value: whoever discharges `base` next (a `@consumes` method
+        discharges every owned field) releases it again.
+        """
         if self.s.st is None or not self.s.places:
             return
-        for (owner, _), place in self.s.places.items():
-            if owner is base:
-                self.s.st[place] = NOTHING_FACTS
+        for (owner, name), place in self.s.places.items():
+            if owner is not base:
+                continue
+            if at is not None and any(f[0] == MOVED for f in self.s.st.get(place, ())):
+                for var, linked in self.s.links.items():
+                    released = sorted(f[1] for f in self.s.st.get(var, ()) if f[0] == RELEASED)
+                    if linked is place and released:
+                        self.report(at[0], at[1], codes.DOUBLE_RELEASE.code,
+                                    f'{self.s.place_nouns.get(place, "Lease")} field "{base.name}.{name}" was released through '
+                                    f'"{var.name}" at line {released[0]} but never reset, and {how} '
+                                    f"discharges it again; reset the field ({base.name}.{name} = None) "
+                                    f"after releasing it")
+                        break
+            self.s.st[place] = NOTHING_FACTS
 
     def record_exception(self, state: State | None = None) -> None:
         """The current state may reach the innermost handler: any statement may raise."""
@@ -529,7 +546,7 @@ class OwnershipBase:
             self.s.st[var] = frozenset({(RELEASED, line, column, noun)})
         elif var in self.s.discharging:
             self.s.st[var] = frozenset({(RELEASED, line, column, _noun_of(var))})
-        self.fields_gone(var)
+        self.fields_gone(var, (line, column), f'consuming "{var.name}"')
 
     def bind_local(self, var: Var, v: Value, line: int, column: int) -> None:
         """`var = <value>`: the old value must not be held; the new one may be."""
