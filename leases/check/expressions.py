@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from mypy.nodes import (
+    ARG_POS,
     AssertTypeExpr,
     AssignmentExpr,
     AwaitExpr,
@@ -607,6 +608,20 @@ class ExpressionsMixin(OwnershipBase):
                         f'that it still holds an item; test it before each "{e.callee.name}()"')
         self.s.st[marker] = frozenset({(MOVED, e.line, e.column, _noun_of_container(self.s.types.get(container)))})
 
+    def gathered(self, e: CallExpr, awaited: Type) -> Type:
+        """`asyncio.gather(a(), b())`: each item typed by its own awaitable where mypy inferred `Any`
+        (it does for an item unpacked into `_`: `first, _ = await gather(...)`)."""
+        p = get_proper_type(awaited)
+        callee = e.callee
+        if not (isinstance(p, TupleType) and isinstance(callee, RefExpr) and callee.fullname == "asyncio.tasks.gather"
+                and len(e.args) == len(p.items) and all(k == ARG_POS for k in e.arg_kinds)):
+            return awaited
+        items: list[Type] = []
+        for item, arg in zip(p.items, e.args):
+            own = awaited_kind(self.s.types.get(arg)) if isinstance(get_proper_type(item), AnyType) else None
+            items.append(own if own is not None else item)
+        return p.copy_modified(items=items)
+
     def awaitable_of(self, awaited: Type, at: Expression, source: str) -> Value:
         """An awaitable producing an owned value (or a tuple of them), else OTHER."""
         p = get_proper_type(awaited)
@@ -658,7 +673,7 @@ class ExpressionsMixin(OwnershipBase):
         source = self.s.calls.callee_name(e)
         awaited = awaited_kind(t)
         if classify(t) is None and awaited is not None:
-            return self.awaitable_of(awaited, e, source) if owned_in else OTHER
+            return self.awaitable_of(self.gathered(e, awaited), e, source) if owned_in else OTHER
         p = get_proper_type(t)
         if isinstance(p, TupleType):
             nouns = tuple((k.noun if (k := classify(x)) else None) for x in p.items)
