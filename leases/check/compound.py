@@ -210,9 +210,10 @@ class CompoundMixin(OwnershipBase):
             return
         entry = self.s.st
         loop_locals = self.loop_locals(s, [s.index, s.body])
-        spent = self.held_local_container(container) if mode == "entry" and container is not None else None
+        spent = self.held_local_container(container) if mode in ("entry", "nested") and container is not None \
+            else None
         if spent is None and mode == "entry" and container is not None:
-            spent = self.held_param_contents(container)
+            spent = self.held_contents(container)
         if spent is None and mode == "entry" and isinstance(container, MemberExpr):
             place = self.local_var(container)  # `for lease in self.table.values()`: may spend the field
             if place is not None and place in self.s.container_places \
@@ -228,7 +229,8 @@ class CompoundMixin(OwnershipBase):
             self.rules.block(s.body)
             frame = self.s.frames[-1]
             if spent is not None and isinstance(frame, LoopFrame):
-                drained.append(all(self.consumed_all(st, targets) for st in (self.s.st, *frame.continues)))
+                drained.append(all(self.consumed_all(st, targets) and self.contents_spent(st, targets)
+                                   for st in (self.s.st, *frame.continues)))
             return head, self.s.st
 
         exit_state, frame = self.run_loop(entry, one_pass, loop_locals, self._last_line(s.body))
@@ -239,6 +241,16 @@ class CompoundMixin(OwnershipBase):
             self.rules.block(s.else_body)
         self.s.st = join_all([self.s.st, *frame.breaks])
         self.pop_tested(list(self.s.pop_markers))
+
+    def contents_spent(self, st: State | None, targets: list[Var]) -> bool:
+        """At the end of a loop body (or a `continue`): no target still holds the items of a container."""
+        if st is None:
+            return True
+        for var in targets:
+            marker = self.s.contents.get(var)
+            if marker is not None and any(f[0] == HELD for f in st.get(marker, ())):
+                return False
+        return True
 
     @staticmethod
     def consumed_all(st: State | None, targets: list[Var]) -> bool:
@@ -311,7 +323,7 @@ class CompoundMixin(OwnershipBase):
         if isinstance(p, TupleType) and any(_tracked_somewhere(x) for x in p.items):
             return "entry"
         if classify(item) is None:
-            return ""
+            return "nested" if owned_item(container_item(item)) else ""
         return "borrowed" if is_borrowed(item) else "entry"
 
     def bind_loop_target(self, target: Expression, mode: str, container: Expression | None,
@@ -325,6 +337,13 @@ class CompoundMixin(OwnershipBase):
             return
         var = self.local_var(target) if isinstance(target, NameExpr) else None
         kind = classify(var.type) if var is not None else None
+        if mode == "nested" and var is not None and kind is None and container is not None \
+                and self.held_local_container(container) is not None:
+            # `for bucket in groups.values()` over a local container of containers: each bucket's
+            # items are the outer container's until the body releases or hands them on
+            self.bind(target, OTHER, line)
+            self.setup_contents(var, var.type, target.line, target.column, self.s.st)
+            return
         if not mode or var is None or kind is None or not isinstance(target, NameExpr):
             self.bind(target, OTHER, line)
             if var is not None and container is not None and self.outlives(container) \

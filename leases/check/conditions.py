@@ -86,7 +86,7 @@ class ConditionsMixin(OwnershipBase):
         values: the container, and whether the test's true branch (else its false one) finds it empty."""
         if isinstance(e, CallExpr) and isinstance(e.callee, NameExpr) and e.callee.fullname == "builtins.len" \
                 and len(e.args) == 1:
-            return self.held_local_container(e.args[0]) or self.held_param_contents(e.args[0]), False
+            return self.held_local_container(e.args[0]) or self.held_contents(e.args[0]), False
         if isinstance(e, ComparisonExpr) and len(e.operators) == 1:
             left, right = e.operands
             op = e.operators[0]
@@ -102,7 +102,7 @@ class ConditionsMixin(OwnershipBase):
             if (op == "!=" and n == 0) or (op == ">" and n == 0) or (op == ">=" and n == 1):
                 return var, False
             return None, False
-        return self.held_local_container(e) or self.held_param_contents(e), False
+        return self.held_local_container(e) or self.held_contents(e), False
 
     def none_test(self, e: Expression) -> tuple[Var, bool] | None:
         """For `x is None`, `x is not None`, `x` and walrus forms: (x, true-means-not-None)."""

@@ -77,6 +77,7 @@ from leases.check.model import (
     CASTS,
     DYNAMIC_CALLEES,
     GENERATOR_TYPES,
+    holds_owned,
     LEASE,
     UNTRACKED_ESCAPE,
     awaited_kind,
@@ -86,7 +87,6 @@ from leases.check.model import (
     consuming_method,
     container_item,
     is_borrowed,
-    owned_item,
     owned_tuple,
     is_weak_owner,
 )
@@ -501,7 +501,7 @@ class ExpressionsMixin(OwnershipBase):
         """A container handed to a call may be refilled or drained there: its slots are unknown."""
         if not isinstance(arg, (NameExpr, MemberExpr)) or container_item(self.s.types.get(arg)) is None:
             return
-        contents = self.held_param_contents(arg)
+        contents = self.held_contents(arg)
         if contents is not None and self.s.st is not None:
             self.s.st[contents] = NOTHING_FACTS  # the callee may have drained it
         name = spelled(arg)
@@ -526,7 +526,7 @@ class ExpressionsMixin(OwnershipBase):
 
     def cleared_parameter(self, container: Expression, line: int, column: int) -> None:
         """`pins.clear()` of a parameter that may still hold the caller's owned values: they are lost."""
-        marker = self.held_param_contents(container)
+        marker = self.held_contents(container)
         if marker is None:
             return
         assert self.s.st is not None and isinstance(container, NameExpr)
@@ -534,7 +534,7 @@ class ExpressionsMixin(OwnershipBase):
         modal = "holds" if all(f[0] == HELD for f in facts) else "may hold"
         noun = next(f[3] for f in facts if f[0] == HELD)
         self.report(line, column, codes.LEAK.code,
-                    f'"{container.name}" {modal} the caller\'s {noun} values when it is cleared, and '
+                    f'"{container.name}" {modal} {noun} values owned elsewhere when it is cleared, and '
                     f"they are never {verb(noun)}; release or hand on each first (a loop over it, or pop each)")
         self.s.st[marker] = NOTHING_FACTS
 
@@ -777,7 +777,7 @@ class ExpressionsMixin(OwnershipBase):
             return
         if isinstance(p, TupleType) and any(classify(item) is not None for item in p.items):
             return  # a tuple of owned values owns them until it is unpacked or passed on
-        if owned_item(container_item(t)) and var not in self.s.links:
+        if holds_owned(t) and var not in self.s.links:
             return  # a local container of owned values owns them until it is drained, emptied or handed on
         if isinstance(p, Instance) and p.type.fullname == LEASE and any(
             isinstance(get_proper_type(a), AnyType) for a in p.args

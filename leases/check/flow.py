@@ -93,7 +93,7 @@ class FunctionChecker(
                     elif mode == "own":
                         st[var] = frozenset({(HELD, arg.line, arg.column, noun)})
                     else:
-                        self.setup_param_contents(var, sig.arg_types[i], arg.line, arg.column, st)
+                        self.setup_contents(var, sig.arg_types[i], arg.line, arg.column, st)
             self.setup_places(fn, st)
             contract = self.s.mod.contracts.get(fn)
             if contract:

@@ -31,7 +31,7 @@ class FunctionState:
         "mod", "types", "calls", "fn", "body", "enclosing", "muted", "frames", "exits", "st",
         "loop_locals_cache", "locals", "refs", "return_lends", "returns_any", "return_tracks", "exit_state",
         "places", "place_bases", "discharging", "place_nouns", "container_places", "slots", "links",
-        "markers", "slot_markers", "pop_markers", "entry_of", "entries", "aliases", "takes", "take_aliases", "param_contents",
+        "markers", "slot_markers", "pop_markers", "entry_of", "entries", "aliases", "takes", "take_aliases", "contents",
     )
 
     mod: ModuleChecker
@@ -93,10 +93,11 @@ class FunctionState:
     """Locals bound to a container held inside another that outlives the call (loop targets)."""
     takes: dict[str, tuple[Take, Var]]
     """`@takes_from` field name -> its contract and marker (see `leases.check.takes`)."""
-    param_contents: dict[Var, Var]
-    """Parameter holding a container of owned values -> the marker held while the caller's items may
-    still be in it: a loop consuming every entry or a test finding it empty spends it, and
-    `c.clear()` while it is held drops them (see `leases.check.flow`)."""
+    contents: dict[Var, Var]
+    """A name holding a container of owned values another owns (a parameter: the caller's; a loop
+    target over a local container of containers: that container's) -> the marker held while those
+    items may still be in it: a loop consuming every entry or a test finding it empty spends it, and
+    `c.clear()` while it is held drops them (`OwnershipBase.setup_contents`)."""
     take_aliases: dict[Var, tuple[str, Var]]
     """Local bound from `self.F.get(k)` / `self.F[k]` / `self.F.setdefault(k, ...)` -> F and the
     marker held while the local may still name that item (see `leases.check.takes`)."""
@@ -139,7 +140,7 @@ class FunctionState:
         self.aliases = set()
         self.takes = {}
         self.take_aliases = {}
-        self.param_contents = {}
+        self.contents = {}
 
 
 def _collect_locals(fn: FuncItem, body: list[Statement]) -> tuple[set[Var], Counter[Var]]:

@@ -146,6 +146,12 @@ def owned_item(t: Type | None) -> bool:
     return t is not None and not is_borrowed(t) and (classify(t) is not None or owned_tuple(t))
 
 
+def holds_owned(t: Type | None) -> bool:
+    """Whether `t` is a container of owned values, or of containers of them (`dict[int, list[Lease]]`)."""
+    item = container_item(t)
+    return owned_item(item) or owned_item(container_item(item))
+
+
 def owned_tuple(t: Type | None) -> bool:
     """Whether `t` is a tuple type with an item of a tracked type (`tuple[Lease[Full, Held], int]`)."""
     p = get_proper_type(t) if t is not None else None

@@ -53,6 +53,7 @@ from leases.check.model import (
     classify,
     container_item,
     is_borrowed,
+    holds_owned,
     is_weak_owner,
     owned_item,
     tracks_anywhere,
@@ -434,24 +435,25 @@ class OwnershipBase:
             f[0] == HELD for f in self.s.st.get(v.var, ())
         )
 
-    def setup_param_contents(self, var: Var, t: Type, line: int, column: int, st: State) -> None:
-        """A parameter typed as a container of owned values: its items are the caller's, held until spent."""
+    def setup_contents(self, var: Var, t: Type | None, line: int, column: int, st: State | None) -> None:
+        """`var` holds a container of owned values that are another's (a parameter's are the caller's, a
+        loop target's over a local container of containers are that container's): held until spent."""
         item = container_item(t)
-        if not owned_item(item):
+        if not owned_item(item) or st is None:
             return
         assert item is not None
         kind = classify(item)
         marker = Var(f"{var.name} contents", None)
         self.s.markers.add(marker)
-        self.s.param_contents[var] = marker
+        self.s.contents[var] = marker
         st[marker] = frozenset({(HELD, line, column, kind.noun if kind is not None else "Lease")})
 
-    def held_param_contents(self, e: Expression) -> Var | None:
-        """The contents marker of the parameter `e` names while the caller's items may be in it, else None."""
-        if not self.s.param_contents or not isinstance(e, NameExpr) or self.s.st is None:
+    def held_contents(self, e: Expression) -> Var | None:
+        """The contents marker of the name `e` while the items another owns may be in it (`setup_contents`), else None."""
+        if not self.s.contents or not isinstance(e, NameExpr) or self.s.st is None:
             return None
         var = self.local_var(e)
-        marker = self.s.param_contents.get(var) if var is not None else None
+        marker = self.s.contents.get(var) if var is not None else None
         if marker is None or not any(f[0] == HELD for f in self.s.st.get(marker, ())):
             return None
         return marker
@@ -463,7 +465,7 @@ class OwnershipBase:
         var = self.local_var(e)
         if var is None or var in self.s.container_places:
             return None
-        if not owned_item(container_item(self.s.types.get(e))):
+        if not holds_owned(self.s.types.get(e)):  # `list[Lease]`, `dict[int, list[Lease]]`
             return None
         return var if any(fact[0] == HELD for fact in self.facts(var)) else None
 
@@ -477,7 +479,12 @@ class OwnershipBase:
         hands it on. A container that is dropped, overwritten or deleted
         while owned leaks.
         """
-        if self.s.st is None or not isinstance(container, NameExpr):
+        if self.s.st is None:
+            return
+        if isinstance(container, IndexExpr) and isinstance(container.base, NameExpr):
+            self.filled_nested(container.base)  # `groups[k].append(lease)`: `groups` holds it
+            return
+        if not isinstance(container, NameExpr):
             return
         var = self.local_var(container)
         item = container_item(t)
@@ -487,6 +494,17 @@ class OwnershipBase:
         if any(arg.variable is var for arg in self.s.fn.arguments):
             return  # the caller's container: the caller owns what goes in
         self.s.st[var] = frozenset({(HELD, line, container.column, f"{kind.noun} container")})
+
+    def filled_nested(self, outer: NameExpr) -> None:
+        """An owned value went into an item of the local container of containers `outer`."""
+        var = self.local_var(outer)
+        inner = container_item(container_item(self.s.types.get(outer)))
+        kind = classify(inner) if owned_item(inner) else None
+        if var is None or kind is None or self.s.fn is None or self.s.st is None:
+            return
+        if any(arg.variable is var for arg in self.s.fn.arguments) or var in self.s.container_places:
+            return
+        self.s.st[var] = frozenset({(HELD, outer.line, outer.column, f"{kind.noun} container")})
 
     def store(self, v: Value, line: int) -> None:
         """An item of a display: a local moves into it, a field only lends (it still holds it)."""
@@ -555,7 +573,7 @@ class OwnershipBase:
             return
         self.s.links.pop(var, None)
         self.s.slots.pop(var, None)
-        contents = self.s.param_contents.pop(var, None)
+        contents = self.s.contents.pop(var, None)
         if contents is not None:
             self.s.st[contents] = NOTHING_FACTS
         self.fields_rebound(var, v, line, column)
