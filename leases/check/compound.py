@@ -76,6 +76,7 @@ from leases.check.facts import (
     RELEASED,
     UNKNOWN,
     Value,
+    slot_of,
     spelled,
     Facts,
     LoopFrame,
@@ -212,6 +213,8 @@ class CompoundMixin(OwnershipBase):
         loop_locals = self.loop_locals(s, [s.index, s.body])
         spent = self.held_local_container(container) if mode in ("entry", "nested") and container is not None \
             else None
+        if spent is None and mode == "entry" and isinstance(container, IndexExpr):
+            spent = self.slot_view(container)  # `for lease in self.pins[node]:` then `del self.pins[node]`
         if spent is None and mode == "entry" and container is not None:
             spent = self.held_contents(container)
         if spent is None and mode == "entry" and isinstance(container, MemberExpr):
@@ -371,20 +374,43 @@ class CompoundMixin(OwnershipBase):
         """`pins = self.pins.get(node, [])`: a local naming a container held in one that outlives the call.
 
         Its entries are the outer container's (a loop releasing them must
-        also empty it), as for a loop target over the outer's values."""
+        also empty it), as for a loop target over the outer's values. It
+        holds them until a test finds it empty or a loop spends them
+        (`setup_contents`), so `del self.pins[node]` knows whether the list
+        it drops may still hold any (`leases.check.statements.del_stmt`)."""
         if not isinstance(target, NameExpr):
             return
         var = self.local_var(target)
-        if var is None or not owned_item(container_item(var.type)):
+        if var is None or not owned_item(container_item(_without_none(var.type))):
             return
         base: Expression | None = None
+        key: Expression | None = None
         if isinstance(rvalue, IndexExpr):
-            base = rvalue.base
+            base, key = rvalue.base, rvalue.index
         elif isinstance(rvalue, CallExpr) and isinstance(rvalue.callee, MemberExpr) \
                 and rvalue.callee.name in ("get", "setdefault") and rvalue.args:
-            base = rvalue.callee.expr
-        if base is not None and container_item(self.s.types.get(base)) is not None and self.outlives(base):
+            base, key = rvalue.callee.expr, rvalue.args[0]
+        if base is not None and key is not None and container_item(self.s.types.get(base)) is not None \
+                and self.outlives(base):
             self.s.aliases.add(var)
+            slot = slot_of(base, key)
+            if slot:
+                self.s.view_slots[var] = slot
+                self.setup_contents(var, _without_none(var.type), target.line, target.column, self.s.st)
+
+    def slot_view(self, item: IndexExpr) -> Var | None:
+        """The contents marker of a view of the slot `item` spells (`self.pins[node]`), made if none is."""
+        slot = slot_of(item.base, item.index)
+        if not slot or self.s.st is None or not owned_item(container_item(container_item(
+                self.s.types.get(item.base)))):
+            return None
+        for var, at in self.s.view_slots.items():
+            if at == slot and var in self.s.contents:
+                return self.s.contents[var]
+        view = Var(f"{slot} (iterated)", None)
+        self.s.view_slots[view] = slot
+        self.setup_contents(view, container_item(self.s.types.get(item.base)), item.line, item.column, self.s.st)
+        return self.s.contents.get(view)
 
     def outlives(self, container: Expression | None) -> bool:
         """Whether a container outlives this call: a parameter, a field, anything but a local."""
@@ -686,6 +712,15 @@ class CompoundMixin(OwnershipBase):
                 continue
             if isinstance(name.node, Var) and name.node in self.s.locals and name.is_new_def:
                 self.bind(name, OTHER, name.line)
+
+
+def _without_none(t: Type | None) -> Type | None:
+    """`list[Lease] | None` (what `d.get(k)` gives) as `list[Lease]`."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, UnionType):
+        rest = [x for x in p.items if not isinstance(get_proper_type(x), NoneType)]
+        return UnionType.make_union(rest) if rest else t
+    return t
 
 
 def _tuple_arity(t: Type | None) -> int | None:

@@ -87,6 +87,7 @@ from leases.check.model import (
     consuming_method,
     container_item,
     is_borrowed,
+    owned_item,
     owned_tuple,
     is_weak_owner,
 )
@@ -789,6 +790,10 @@ class ExpressionsMixin(OwnershipBase):
     def moved_out(self, e: CallExpr, receiver_type: Type | None) -> Value | None:
         """`d.pop(k)`, `d.popitem()`, `q.popleft()` on a container of owned values: a fresh owner."""
         item = container_item(receiver_type)
+        if item is not None and classify(item) is None and not owned_tuple(item) and owned_item(container_item(item)):
+            inner = classify(container_item(item))  # `pins = self.pins.pop(node)`: the list and what it holds
+            return Value("display", e.line, e.column, noun=inner.noun if inner is not None else "Lease",
+                         source=self.s.calls.callee_name(e))
         if item is None or is_borrowed(item) or (classify(item) is None and not owned_tuple(item)):
             return None  # a deque or list of (seq, lease) pairs pops a pair
         t = self.s.types.get(e)

@@ -31,7 +31,7 @@ class FunctionState:
         "mod", "types", "calls", "fn", "body", "enclosing", "muted", "frames", "exits", "st",
         "loop_locals_cache", "locals", "refs", "return_lends", "returns_any", "return_tracks", "exit_state",
         "places", "place_bases", "discharging", "place_nouns", "container_places", "slots", "links",
-        "markers", "slot_markers", "pop_markers", "entry_of", "entries", "aliases", "takes", "take_aliases", "contents",
+        "markers", "slot_markers", "pop_markers", "entry_of", "entries", "aliases", "takes", "take_aliases", "contents", "view_slots",
     )
 
     mod: ModuleChecker
@@ -93,6 +93,9 @@ class FunctionState:
     """Locals bound to a container held inside another that outlives the call (loop targets)."""
     takes: dict[str, tuple[Take, Var]]
     """`@takes_from` field name -> its contract and marker (see `leases.check.takes`)."""
+    view_slots: dict[Var, str]
+    """Local bound to an item of a container of containers (`pins = self.pins.get(node)`) -> that
+    item's slot spelling (`self.pins[node]`)."""
     contents: dict[Var, Var]
     """A name holding a container of owned values another owns (a parameter: the caller's; a loop
     target over a local container of containers: that container's) -> the marker held while those
@@ -141,6 +144,7 @@ class FunctionState:
         self.takes = {}
         self.take_aliases = {}
         self.contents = {}
+        self.view_slots = {}
 
 
 def _collect_locals(fn: FuncItem, body: list[Statement]) -> tuple[set[Var], Counter[Var]]:

@@ -576,6 +576,7 @@ class OwnershipBase:
         contents = self.s.contents.pop(var, None)
         if contents is not None:
             self.s.st[contents] = NOTHING_FACTS
+        self.s.view_slots.pop(var, None)
         self.fields_rebound(var, v, line, column)
         old = self.facts(var)
         held = [f for f in old if f[0] == HELD]

@@ -43,6 +43,7 @@ from mypy.nodes import (
 from mypy.types import (
     FunctionLike,
     Instance,
+    Type,
     TypeType,
     UninhabitedType,
     get_proper_type,
@@ -62,7 +63,7 @@ from leases.check.facts import (
     join_all,
     slot_of,
 )
-from leases.check.model import classify, container_item, is_borrowed
+from leases.check.model import classify, container_item, is_borrowed, owned_item
 from leases.check.walk import children
 
 
@@ -163,6 +164,9 @@ class StatementsMixin(CompoundMixin):
         v = self.rules.ev(s.expr)
         if v.kind in ("fresh", "tuple"):
             self.lend(v)
+        elif v.kind == "display":  # `self.pins.pop(node)`: the container and the values it holds go
+            self.report(v.line, v.column, codes.DISCARDED.code,
+                        f'{v.noun} container returned by "{v.source}" is discarded')
         elif v.kind == "awaitable":  # `asyncio.create_task(fetch())`, `fetch()` as a statement
             self.untracked_flow(v, "a statement that drops it (await it, or keep the task and await it)")
         t = self.s.types.get(s.expr)
@@ -305,8 +309,38 @@ class StatementsMixin(CompoundMixin):
             entry = container_item(self.s.types.get(e.base))
             if entry is not None and not is_borrowed(entry) and classify(entry) is not None:
                 self.rules.took_from(e.base, line, e.column)
+            elif entry is not None and owned_item(container_item(entry)):
+                self.deleted_inner(slot, container_item(entry), line, e.column)
             if slot and slot in self.s.slot_markers and self.s.st is not None:
                 self.s.st[self.s.slot_markers[slot]] = NOTHING_FACTS
+
+    def deleted_inner(self, slot: str, item: Type | None, line: int, column: int) -> None:
+        """`del self.pins[node]` where the item is a container of owned values: what it may still hold.
+
+        A local view of the item (`pins = self.pins.get(node)`) that a test
+        found empty, or a loop spent, says it holds nothing; one that may
+        still hold values takes them over (a local container it must then
+        drain or hand on). With no view the values are lost.
+        """
+        if self.s.st is None:
+            return
+        kind = classify(item)
+        noun = kind.noun if kind is not None else "Lease"
+        views = [var for var, at in self.s.view_slots.items() if slot and at == slot]
+        if not views:
+            self.report(line, column, codes.LEAK.code,
+                        f'Deleting "{slot or "an item"}" drops the {noun} values it may still hold; release '
+                        f"them first (pop each), or take the container out (pins = d.pop(k)) and drain it")
+            return
+        for var in views:
+            marker = self.s.contents.get(var)
+            facts = self.s.st.get(marker, ()) if marker is not None else ()
+            if any(f[0] == HELD for f in facts):
+                assert marker is not None
+                self.s.st[var] = frozenset({(HELD, line, column, f"{noun} container")})
+                self.s.st[marker] = NOTHING_FACTS
+                del self.s.contents[var]
+            del self.s.view_slots[var]
 
     def taken_out(self, slot: str, line: int, column: int) -> None:
         """`del d[k]` after `x = d[k]` (or `d.get(k)`): `x` now owns what the container held."""
