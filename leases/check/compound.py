@@ -54,6 +54,7 @@ from mypy.patterns import (
     StarredPattern,
     ValuePattern,
 )
+from mypy.expandtype import expand_type_by_instance
 from mypy.types import (
     CallableType,
     FunctionLike,
@@ -290,6 +291,10 @@ class CompoundMixin(OwnershipBase):
         if isinstance(p, Instance) and p.type.fullname in ONE_SHOT and p.args \
                 and classify(p.args[0]) is not None:
             return ("borrowed" if is_borrowed(p.args[0]) else "owned"), None
+        if isinstance(p, Instance) and p.type.fullname not in ONE_SHOT:
+            yielded = _iter_item(p)  # `for lease in node.full_pins:` over a `PinSet`: its `__iter__` lends
+            if yielded is not None and is_borrowed(yielded) and classify(yielded) is not None:
+                return "borrowed", None
         if isinstance(p, Instance) and p.args and _tracked_somewhere(p.args[-1]):
             return "unknown", None
         if isinstance(p, TupleType) and any(_tracked_somewhere(x) for x in p.items):
@@ -712,6 +717,18 @@ class CompoundMixin(OwnershipBase):
                 continue
             if isinstance(name.node, Var) and name.node in self.s.locals and name.is_new_def:
                 self.bind(name, OTHER, name.line)
+
+
+def _iter_item(p: Instance) -> Type | None:
+    """What `iter()` of an instance of a class declaring `__iter__ -> Iterator[X]` yields: X, else None."""
+    method = p.type.get_method("__iter__")
+    sig = get_proper_type(method.type) if method is not None and method.type is not None else None
+    if not isinstance(sig, CallableType):
+        return None
+    ret = get_proper_type(expand_type_by_instance(sig.ret_type, p))
+    if isinstance(ret, Instance) and ret.type.fullname in ONE_SHOT and ret.args:
+        return ret.args[0]
+    return None
 
 
 def _without_none(t: Type | None) -> Type | None:

@@ -124,6 +124,9 @@ class ExpressionsMixin(OwnershipBase):
                 self.transfer(receiver, "binding its consuming method", e.line)
             else:
                 self.lend(receiver)
+            kind = classify(self.s.types.get(e))
+            if kind is not None and self.borrowed_attribute(e):  # `lease = self.last_checked`: a view
+                return Value("borrowed", e.line, e.column, noun=kind.noun, source=f'the Borrowed field "{e.name}"')
             return OTHER
         if isinstance(e, CallExpr):
             return self.call(e)
@@ -287,6 +290,9 @@ class ExpressionsMixin(OwnershipBase):
         def store(v: Value) -> None:
             if self.owns(v):
                 stored.append(v.noun or (_noun(self.facts(v.var)) if v.var else "") or "Lease")
+            if v.kind == "borrowed" and v.source.startswith("the Borrowed field"):
+                self.lend(v)  # `[p.lease for p in pins]` over `Borrowed` fields: a list of views
+                return
             self.transfer(v, "storing it in a container", line)
 
         def one_pass(head: State) -> State | None:

@@ -114,6 +114,20 @@ class FieldsMixin(OwnershipBase):
                     )
                 continue
             alias = place in self.s.container_places  # `locks = self.locks` aliases the container
+            through = sorted(  # `lease = self.lease; lease.release()` with the field never reset
+                (f[1], v.name, f[3]) for v, linked in self.s.links.items() if linked is place
+                for f in st.get(v, ()) if f[0] == RELEASED
+            ) if any(f[0] == MOVED for f in facts) and not alias else []
+            for at, name, noun in through[:1]:
+                modal = "is" if all(f[0] == RELEASED for v, linked in self.s.links.items() if linked is place
+                                    for f in st.get(v, ())) else "may be"
+                self.report(
+                    at, 0, codes.DANGLING.code,
+                    f'{noun} field "{place.name}" {modal} {verb(noun)} through "{name}" at line {at} but '
+                    f"still stored at {self.where(kind, line)}; set it to None or to a new value",
+                )
+            if through:
+                continue
             gone = sorted({(f[0], f[1], f[3]) for f in facts
                            if f[0] == RELEASED or (f[0] == MOVED and not pair and not alias)})
             for what, at, noun in gone:

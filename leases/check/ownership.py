@@ -50,6 +50,7 @@ from leases.check.facts import (
 from leases.check.function_state import FunctionState
 from leases.check.model import (
     CONTAINERS,
+    MOVE_OUT_METHODS,
     classify,
     container_item,
     is_borrowed,
@@ -238,8 +239,8 @@ class OwnershipBase:
             return
         for (owner, _), place in self.s.places.items():
             if owner is base:
-                if v.kind in ("fresh", "new", "none"):
-                    self.s.st[place] = NOTHING_FACTS
+                if v.kind in ("new", "none") or (v.kind == "fresh" and v.source not in MOVE_OUT_METHODS):
+                    self.s.st[place] = NOTHING_FACTS  # `req = self.running.pop(rid)` is an existing object
                 else:
                     noun = self.s.place_nouns.get(place, "Lease")
                     self.s.st[place] = frozenset({(HELD, line, column, noun)})
@@ -257,12 +258,19 @@ class OwnershipBase:
         for (owner, name), place in self.s.places.items():
             if owner is not base:
                 continue
-            if at is not None and any(f[0] == MOVED for f in self.s.st.get(place, ())):
+            noun = self.s.place_nouns.get(place, "Lease")
+            released_here = sorted(f[1] for f in self.s.st.get(place, ()) if f[0] == RELEASED)
+            if at is not None and released_here and place not in self.s.discharging:
+                self.report(at[0], at[1], codes.DANGLING.code,
+                            f'{noun} field "{base.name}.{name}" was released at line {released_here[0]} '
+                            f"but never reset, and {how} hands it on still holding the released value; "
+                            f"reset the field ({base.name}.{name} = None) after releasing it")
+            elif at is not None and any(f[0] == MOVED for f in self.s.st.get(place, ())):
                 for var, linked in self.s.links.items():
                     released = sorted(f[1] for f in self.s.st.get(var, ()) if f[0] == RELEASED)
                     if linked is place and released:
                         self.report(at[0], at[1], codes.DOUBLE_RELEASE.code,
-                                    f'{self.s.place_nouns.get(place, "Lease")} field "{base.name}.{name}" was released through '
+                                    f'{noun} field "{base.name}.{name}" was released through '
                                     f'"{var.name}" at line {released[0]} but never reset, and {how} '
                                     f"discharges it again; reset the field ({base.name}.{name} = None) "
                                     f"after releasing it")
@@ -410,7 +418,7 @@ class OwnershipBase:
             self.s.st[var] = frozenset({(MOVED, line, 0, noun)})
         elif var in self.s.discharging:
             self.s.st[var] = frozenset({(MOVED, line, 0, _noun_of(var))})
-        self.fields_gone(var)
+        self.fields_gone(var, (line, v.column), how)
 
     def is_entry(self, v: Value) -> bool:
         """Whether `v` names a loop target still holding an entry of a container (see `iteration`)."""
@@ -493,6 +501,8 @@ class OwnershipBase:
             return
         if any(arg.variable is var for arg in self.s.fn.arguments):
             return  # the caller's container: the caller owns what goes in
+        if var in self.s.aliases:
+            return  # a view of a container an outliving one holds (`pins = self.pins.setdefault(k, [])`)
         self.s.st[var] = frozenset({(HELD, line, container.column, f"{kind.noun} container")})
 
     def filled_nested(self, outer: NameExpr) -> None:

@@ -62,6 +62,7 @@ from leases.check.facts import (
     exception_state,
     join_all,
     slot_of,
+    verb,
 )
 from leases.check.model import classify, container_item, is_borrowed, owned_item
 from leases.check.walk import children
@@ -305,10 +306,17 @@ class StatementsMixin(CompoundMixin):
             self.lend(self.rules.ev(e.base))
             self.lend(self.rules.ev(e.index))
             slot = slot_of(e.base, e.index)
-            self.taken_out(slot, line, e.column)
+            taker = self.taken_out(slot, line, e.column)
             entry = container_item(self.s.types.get(e.base))
             if entry is not None and not is_borrowed(entry) and classify(entry) is not None:
                 self.rules.took_from(e.base, line, e.column)
+                if not taker:
+                    kind = classify(entry)
+                    noun = kind.noun if kind is not None else "Lease"
+                    self.report(line, e.column, codes.LEAK.code,
+                                f'Deleting "{slot or "an item"}" drops the {noun} stored there, which is then never '
+                                f"{verb(noun)}; pop it instead (x = d.pop(k)) and release it, or read it "
+                                f"first (x = d[k]) so that x owns it after the del")
             elif entry is not None and owned_item(container_item(entry)):
                 self.deleted_inner(slot, container_item(entry), line, e.column)
             if slot and slot in self.s.slot_markers and self.s.st is not None:
@@ -342,10 +350,13 @@ class StatementsMixin(CompoundMixin):
                 del self.s.contents[var]
             del self.s.view_slots[var]
 
-    def taken_out(self, slot: str, line: int, column: int) -> None:
-        """`del d[k]` after `x = d[k]` (or `d.get(k)`): `x` now owns what the container held."""
+    def taken_out(self, slot: str, line: int, column: int) -> bool:
+        """`del d[k]` after `x = d[k]` (or `d.get(k)`): `x` now owns what the container held.
+
+        Returns whether some name took it over."""
         if not slot or self.s.st is None:
-            return
+            return False
+        taker = False
         for var, borrowed_from in list(self.s.slots.items()):
             facts = self.s.st.get(var, ())
             if borrowed_from == slot and any(f[0] == BORROWED for f in facts):
@@ -354,6 +365,8 @@ class StatementsMixin(CompoundMixin):
                     (HELD, line, column, noun) if f[0] == BORROWED else f for f in facts
                 )
                 del self.s.slots[var]
+                taker = True
+        return taker
 
     def definition(self, s: Statement) -> None:
         scope = self.s.enclosing | frozenset(self.s.locals)
