@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 from typing import TYPE_CHECKING
 
-from leases import LeaseLedger, Mailbox
+from leases import Borrowed, LeaseLedger, Mailbox
 
 from unicache.components.catalog import ComponentSet
 from unicache.components.store import ComponentStore
@@ -426,7 +426,7 @@ class UniCache:
         """The access clock the eviction order is kept by (it goes on across resets)."""
         return self._tree.clock
 
-    def live_tickets(self) -> list[Ticket]:
+    def live_tickets(self) -> list[Borrowed[Ticket]]:
         """Tickets of the current epoch waiting for their ack, oldest first.
 
         A load-back that joined another's copy follows the one it joined.

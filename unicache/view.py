@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
-from leases import LeaseLedger
+from leases import Borrowed, LeaseLedger
 
 from unicache.components.catalog import ComponentSet
 from unicache.config import CacheConfig
@@ -49,7 +49,7 @@ class CacheView(Protocol):
 
     def nodes(self) -> Iterator[Node]: ...
 
-    def live_tickets(self) -> list[Ticket]: ...
+    def live_tickets(self) -> list[Borrowed[Ticket]]: ...
 
     def quarantine_records(self) -> list[QuarantineRecord]: ...
 

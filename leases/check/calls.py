@@ -46,6 +46,7 @@ from mypy.types import (
 from leases.check.model import (
     LEASE,
     generator_item,
+    holds_owned,
     consuming_method,
     is_borrowed,
     is_linear_info,
@@ -217,6 +218,14 @@ class CallModel:
         if any(is_borrowed(r) for r in rets):
             return "borrowed"
         return "owned" if any(mentions_owned(r) for r in rets) else None
+
+    def returns_owned_container(self, e: CallExpr) -> bool:
+        """Whether the callee declares that it hands over a container of owned values
+        (`-> list[Lease[Full, Held]]`; `list[Borrowed[...]]` is a list of views)."""
+        if isinstance(self.declared(e), TypeInfo):
+            return False
+        rets = self.declared_returns(e)
+        return rets is not None and any(holds_owned(r) for r in rets)
 
     @staticmethod
     def callee_name(e: CallExpr) -> str:

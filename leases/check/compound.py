@@ -23,9 +23,11 @@ from mypy.nodes import (
     Expression,
     ForStmt,
     FuncBase,
+    GeneratorExpr,
     IndexExpr,
     IntExpr,
     LambdaExpr,
+    ListComprehension,
     ListExpr,
     MatchStmt,
     MemberExpr,
@@ -72,6 +74,7 @@ from leases.check.facts import (
     ENTRY,
     HELD,
     MAX_ITERATIONS,
+    NOTHING,
     NOTHING_FACTS,
     OTHER,
     RELEASED,
@@ -90,6 +93,8 @@ from leases.check.facts import (
     same,
 )
 from leases.check.model import (
+    KEYED_CONTAINERS,
+    holds_owned,
     LEASE,
     UNTRACKED_ESCAPE,
     Tracked,
@@ -100,7 +105,7 @@ from leases.check.model import (
     owned_item,
 )
 from leases.check.ownership import OwnershipBase
-from leases.check.walk import children, name_refs
+from leases.check.walk import children, name_refs, target_names
 
 
 class CompoundMixin(OwnershipBase):
@@ -207,22 +212,15 @@ class CompoundMixin(OwnershipBase):
 
     def for_stmt(self, s: ForStmt) -> None:
         mode, container = self.iteration(s.expr)
-        self.lend(self.rules.ev(s.expr))
+        iterated = self.rules.ev(s.expr)
+        anonymous = self.anonymous_container(iterated) if mode == "entry" else None
+        if anonymous is None:
+            self.lend(iterated)
         if self.s.st is None:
             return
         entry = self.s.st
         loop_locals = self.loop_locals(s, [s.index, s.body])
-        spent = self.held_local_container(container) if mode in ("entry", "nested") and container is not None \
-            else None
-        if spent is None and mode == "entry" and isinstance(container, IndexExpr):
-            spent = self.slot_view(container)  # `for lease in self.pins[node]:` then `del self.pins[node]`
-        if spent is None and mode == "entry" and container is not None:
-            spent = self.held_contents(container)
-        if spent is None and mode == "entry" and isinstance(container, MemberExpr):
-            place = self.local_var(container)  # `for lease in self.table.values()`: may spend the field
-            if place is not None and place in self.s.container_places \
-                    and any(f[0] == HELD for f in self.facts(place)):
-                spent = place
+        spent = anonymous or self.spendable(mode, container)
         targets = [v for v in map(self.local_var, target_names(s.index)) if v is not None]
         drained: list[bool] = []
 
@@ -245,6 +243,32 @@ class CompoundMixin(OwnershipBase):
             self.rules.block(s.else_body)
         self.s.st = join_all([self.s.st, *frame.breaks])
         self.pop_tested(list(self.s.pop_markers))
+
+    def spendable(self, mode: str, container: Expression | None) -> Var | None:
+        """What a loop over `container` spends when it consumes or hands on every item: a local
+        container, a view of a slot, a parameter's contents, or an owning container field."""
+        if mode not in ("entry", "nested") or container is None:
+            return None
+        spent = self.held_local_container(container)
+        if spent is None and mode == "entry" and isinstance(container, IndexExpr):
+            spent = self.slot_view(container)  # `for lease in self.pins[node]:` then `del self.pins[node]`
+        if spent is None and mode == "entry":
+            spent = self.held_contents(container)
+        if spent is None and mode == "entry" and isinstance(container, MemberExpr):
+            place = self.local_var(container)  # `for lease in self.table.values()`: may spend the field
+            if place is not None and place in self.s.container_places \
+                    and any(f[0] == HELD for f in self.facts(place)):
+                spent = place
+        return spent
+
+    def anonymous_container(self, v: Value) -> Var | None:
+        """`for lease in make_batch():` over a container of owned values handed over by a call:
+        a name of its own, held until the loop spends it (a `break` leaves the rest unreleased)."""
+        if v.kind != "display" or self.s.st is None:
+            return None
+        var = Var(f"{v.source}()", None)
+        self.s.st[var] = frozenset({(HELD, v.line, v.column, f"{v.noun} container")})
+        return var
 
     def contents_spent(self, st: State | None, targets: list[Var]) -> bool:
         """At the end of a loop body (or a `continue`): no target still holds the items of a container."""
@@ -283,7 +307,7 @@ class CompoundMixin(OwnershipBase):
                 if is_borrowed(produced) or classify(produced) is None:
                     return ("borrowed" if classify(produced) is not None else ""), None
                 return "owned", None
-        found = self.container_mode(it)
+        found = self.container_mode(it) if not _is_mapping(self.s.types.get(it)) else ""
         if found:
             return found, it
         t = self.s.types.get(it)
@@ -301,14 +325,18 @@ class CompoundMixin(OwnershipBase):
             return "unknown", None
         return "", None
 
-    def iterated_container(self, it: Expression) -> Expression | None:
-        """The container whose items `it` iterates: `c.values()`, `list(c.items())`, `enumerate(c)`."""
+    def iterated_container(self, it: Expression, viewed: bool = False) -> Expression | None:
+        """The container whose items `it` iterates: `c.values()`, `list(c.items())`, `enumerate(c)`;
+        not a mapping itself (`for key in self.table`, `list(self.table)`: its keys), unless `viewed`
+        through `.values()` or `.items()`."""
         if not isinstance(it, CallExpr):
-            return it if container_item(self.s.types.get(it)) is not None else None
+            t = self.s.types.get(it)
+            return it if container_item(t) is not None and (viewed or not _is_mapping(t)) else None
         callee = it.callee
-        if isinstance(callee, MemberExpr) and callee.name in ("values", "items", "copy") \
-                and not it.args:
-            return self.iterated_container(callee.expr)
+        if isinstance(callee, MemberExpr) and callee.name in ("values", "items") and not it.args:
+            return self.iterated_container(callee.expr, viewed=True)
+        if isinstance(callee, MemberExpr) and callee.name == "copy" and not it.args:
+            return self.iterated_container(callee.expr, viewed)
         if isinstance(callee, NameExpr) and callee.fullname in COPIES and it.args:
             return self.iterated_container(it.args[0])
         if isinstance(callee, NameExpr) and callee.fullname == "builtins.zip" and _strict(it):
@@ -317,6 +345,41 @@ class CompoundMixin(OwnershipBase):
             if len(held) == 1:  # `zip(names, pins, strict=True)`: every entry of `pins`, or a raise
                 return held[0]
         return None
+
+    def copy_source(self, e: Expression) -> Expression | None:
+        """The container `e` copies every entry of: `list(c)`, `sorted(c)`, `c.copy()`,
+        `[p for p in c]`, `(p for p in c)`, or `c` itself; None if `e` is none of those."""
+        if isinstance(e, (ListComprehension, GeneratorExpr)):
+            g = e.generator if isinstance(e, ListComprehension) else e
+            if len(g.sequences) != 1 or g.condlists[0] or not isinstance(g.left_expr, NameExpr):
+                return None
+            names = target_names(g.indices[0])
+            kept = [n for n in names if n.name == g.left_expr.name]
+            others = [n for n in names if n.name != g.left_expr.name]
+            if len(kept) != 1 or any(classify(self.s.types.get(n)) is not None for n in others):
+                return None  # `(lease for lease, _ in self.queue)` keeps the one owned item of each pair
+            return self.copy_source(g.sequences[0])
+        source = self.iterated_container(e)
+        return source if source is not None and self.container_mode(source) == "entry" else None
+
+    def copy_bound(self, target: Expression, rvalue: Expression) -> None:
+        """`out = list(self.pins)`: `out` holds a copy of every entry (see `OwnershipBase.copied`);
+        so does an owning slot or field (`self.groups[k] = list(pins)`)."""
+        stored = self.s.types.get(target)
+        if stored is None and isinstance(target, IndexExpr):
+            stored = container_item(self.s.types.get(target.base))
+        if isinstance(target, (IndexExpr, MemberExpr)) and holds_owned(stored) \
+                and not isinstance(rvalue, (NameExpr, MemberExpr)):
+            source = self.copy_source(rvalue)
+            if source is not None:
+                self.copied(source, None, target.line, target.column)
+            return
+        if not isinstance(target, NameExpr) or rvalue is target:
+            return
+        var = self.local_var(target)
+        source = self.copy_source(rvalue) if var is not None and not isinstance(rvalue, NameExpr) else None
+        if var is not None and source is not None:
+            self.copied(source, var, target.line, target.column)
 
     def container_mode(self, e: Expression) -> str:
         t = self.s.types.get(e)
@@ -604,16 +667,23 @@ class CompoundMixin(OwnershipBase):
                 elif v.kind != "var":
                     self.lend(v)
                 items.append(v)
-        else:
-            self.lend(self.rules.ev(s.subject))
+        subject = self.local_var(s.subject)
+        if items is None:
+            v = self.rules.ev(s.subject)
+            if v.kind == "fresh" and subject is None and self.s.st is not None:
+                subject = Var("match subject", None)  # `match self.reserve.pop(k, None):` owns the value
+                self.s.st[subject] = frozenset({(HELD, v.line, v.column, v.noun)})
+                temps.append(subject)
+            else:
+                self.lend(v)
         if self.s.st is None:
             return
         remaining: State | None = self.s.st
         outs: list[State | None] = []
-        subject = self.local_var(s.subject)
         whole = Value("var", s.subject.line, s.subject.column, var=subject) if subject else None
         subject_type = self.s.types.get(s.subject)
         enum_left = _enum_members(subject_type)
+        classes_left = _class_options(subject_type)
         arity = len(items) if items is not None else _tuple_arity(subject_type)
         for pattern, guard, body in zip(s.patterns, s.guards, s.bodies):
             if remaining is None:
@@ -632,9 +702,16 @@ class CompoundMixin(OwnershipBase):
                 if subject is not None and presence is not None and (
                         presence is True and _covers(pattern, subject_type) or presence is False):
                     remaining = self.narrow(remaining, subject, present=not presence)
+                if items is not None and isinstance(pattern, SequencePattern):
+                    remaining = self.remaining_items(pattern, items, remaining)
                 if enum_left is not None:
                     enum_left -= _enum_values(pattern)
                     if not enum_left:
+                        remaining = None
+                if classes_left is not None:  # `case Arrived(): ... case Failed():` over `Arrived | Failed`
+                    classes_left = {name: info for name, info in classes_left.items()
+                                    if not _matches_all_of(pattern, info)}
+                    if not classes_left:
                         remaining = None
             if self.s.st is not None:
                 self.rules.block(body)
@@ -645,6 +722,31 @@ class CompoundMixin(OwnershipBase):
             self.check_exit(self.s.st, "match", s.line, only=temps)
             for temp in temps:
                 self.s.st.pop(temp, None)
+
+    def remaining_items(self, p: SequencePattern, items: list[Value], remaining: State | None) -> State | None:
+        """After `case (Lease() as a, b):` fails on `(x, y)`, `x` is None: a sequence pattern all of whose
+        items but one always match where it is tried narrows that one item in the cases after it."""
+        if remaining is None or len(p.patterns) != len(items):
+            return remaining
+        refutable: list[tuple[Var, bool]] = []
+        for sub, item in zip(p.patterns, items):
+            if self.irrefutable(sub):
+                continue
+            presence = self.pattern_presence(sub)
+            facts = remaining.get(item.var, NOTHING_FACTS) if item.var is not None else NOTHING_FACTS
+            if presence is None or item.var is None:
+                return remaining
+            absent = all(f[0] == NOTHING for f in facts)
+            present = not absent and not any(f[0] == NOTHING for f in facts) and _covers(sub, item.var.type)
+            if (presence is False and absent) or (presence is True and present):
+                continue  # always matches here
+            refutable.append((item.var, presence))
+        if not refutable:
+            return None
+        if len(refutable) == 1:
+            var, presence = refutable[0]
+            return self.narrow(remaining, var, present=not presence)
+        return remaining
 
     def unpacked_subject(self, p: SequencePattern, whole: Value, subject_type: Type | None,
                          temps: list[Var]) -> list[Value] | None:
@@ -709,6 +811,9 @@ class CompoundMixin(OwnershipBase):
         elif isinstance(p, SequencePattern) and items is not None and len(p.patterns) == len(items) \
                 and not any(isinstance(sub, StarredPattern) for sub in p.patterns):
             for sub, item in zip(p.patterns, items):
+                presence = self.pattern_presence(sub)  # `case (p, None):` finds the second item None
+                if presence is not None and item.var is not None and self.s.st is not None:
+                    self.s.st = self.narrow(self.s.st, item.var, present=presence)
                 if isinstance(sub, AsPattern) and sub.name is not None:
                     self.bind(sub.name, item, sub.name.line)
                     bound.add(sub.name)
@@ -764,6 +869,43 @@ def _covers(p: Pattern, t: Type | None) -> bool:
         if not isinstance(option, Instance) or not option.type.has_base(info.fullname):
             return False
     return True
+
+
+def _is_mapping(t: Type | None) -> bool:
+    """Whether iterating a value of type `t` yields its keys (a dict, or a mapping type)."""
+    p = get_proper_type(t) if t is not None else None
+    return isinstance(p, Instance) and (p.type.fullname in KEYED_CONTAINERS or p.type.has_base("typing.Mapping"))
+
+
+def _class_options(t: Type | None) -> dict[str, TypeInfo | None] | None:
+    """The classes a subject of type `t` may be (None for `None`), for exhaustiveness of a `match`."""
+    proper = get_proper_type(t) if t is not None else None
+    if proper is None:
+        return None
+    out: dict[str, TypeInfo | None] = {}
+    for option in map(get_proper_type, proper.items if isinstance(proper, UnionType) else [proper]):
+        if isinstance(option, NoneType):
+            out["None"] = None
+        elif isinstance(option, Instance) and not option.type.is_enum:
+            out[option.type.fullname] = option.type
+        else:
+            return None
+    return out
+
+
+def _matches_all_of(p: Pattern, info: TypeInfo | None) -> bool:
+    """Whether every subject of class `info` (None: the value None) matches `p`."""
+    if isinstance(p, AsPattern):
+        return p.pattern is None or _matches_all_of(p.pattern, info)
+    if isinstance(p, OrPattern):
+        return any(_matches_all_of(sub, info) for sub in p.patterns)
+    if isinstance(p, SingletonPattern):
+        return info is None and p.value is None
+    if isinstance(p, ClassPattern) and isinstance(p.class_ref.node, TypeInfo) and info is not None:
+        captures_only = all(isinstance(sub, AsPattern) and sub.pattern is None
+                            for sub in [*p.positionals, *p.keyword_values])
+        return captures_only and not p.positionals and info.has_base(p.class_ref.node.fullname)
+    return False
 
 
 def _caught_by_type(t: Type | None) -> list[TypeInfo] | None:
@@ -831,12 +973,3 @@ def _tracked_somewhere(t: Type) -> bool:
     if isinstance(p, TupleType):
         return any(_tracked_somewhere(x) for x in p.items)
     return classify(t) is not None and not is_borrowed(t)
-
-
-def target_names(target: Expression) -> list[NameExpr]:
-    """The names a `for` target binds (`x`, or each name of `a, (b, c)`)."""
-    if isinstance(target, NameExpr):
-        return [target]
-    if isinstance(target, (TupleExpr, ListExpr)):
-        return [name for item in target.items for name in target_names(item)]
-    return []

@@ -19,8 +19,8 @@ from mypy.nodes import (
 )
 from mypy.types import Instance, NoneType, UnionType, get_proper_type
 
-from leases.check.facts import NOTHING_FACTS, State, join, spelled
-from leases.check.model import LEASE, is_linear_info, tracked_instance
+from leases.check.facts import HELD, NOTHING_FACTS, State, join, slot_of, spelled
+from leases.check.model import KEYED_CONTAINERS, LEASE, classify, is_borrowed, is_linear_info, tracked_instance
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children
 
@@ -79,7 +79,31 @@ class ConditionsMixin(OwnershipBase):
         if emptied is not None:
             empty = t if when else f
             empty[emptied] = NOTHING_FACTS  # `while pins:` exits, `if not pins:` holds: an empty container owns nothing
+        member = self.membership(e)
+        if member is not None:
+            marker, noun, true_means_present = member
+            present, absent = (t, f) if true_means_present else (f, t)
+            present[marker] = frozenset({(HELD, e.line, e.column, noun)})  # `if k in self.lru:` finds it stored
+            absent[marker] = NOTHING_FACTS
         return t, f
+
+    def membership(self, e: Expression) -> tuple[Var, str, bool] | None:
+        """For `k in c` / `k not in c` over a mapping of owned values: the marker of slot `c[k]`, the noun of
+        its values, and whether the test's true branch finds the key present."""
+        if not (isinstance(e, ComparisonExpr) and len(e.operators) == 1 and e.operators[0] in ("in", "not in")):
+            return None
+        key, container = e.operands
+        t = self.s.types.get(container)
+        p = get_proper_type(t) if t is not None else None
+        if not (isinstance(p, Instance) and p.type.fullname in KEYED_CONTAINERS and p.args):
+            return None
+        kind = classify(p.args[-1])
+        if kind is None or is_borrowed(p.args[-1]):
+            return None
+        slot = slot_of(container, key)
+        if not slot:
+            return None
+        return self.marker(slot), kind.noun, e.operators[0] == "in"
 
     def emptiness_test(self, e: Expression) -> tuple[Var | None, bool]:
         """For `c`, `len(c)`, `len(c) == 0`, `len(c) > 0` (and the like) over a local container of owned

@@ -55,10 +55,12 @@ from mypy.types import (
 
 from leases.check import codes
 from leases.check.facts import (
+    ENTRY,
     HELD,
     MOVED,
     MAX_ITERATIONS,
     TUPLE_NOUN,
+    borrowed,
     dropped_message,
     NEW,
     NONE,
@@ -77,7 +79,10 @@ from leases.check.model import (
     CASTS,
     DYNAMIC_CALLEES,
     GENERATOR_TYPES,
+    KEYED_CONTAINERS,
     holds_owned,
+    items_noun,
+    property_return,
     LEASE,
     UNTRACKED_ESCAPE,
     awaited_kind,
@@ -87,6 +92,8 @@ from leases.check.model import (
     consuming_method,
     container_item,
     is_borrowed,
+    mentions_owned,
+    owned_fields,
     owned_item,
     owned_tuple,
     is_weak_owner,
@@ -94,7 +101,7 @@ from leases.check.model import (
 from leases.check.calls import STDLIB_CONTAINERS
 from leases.check.compound import ONE_SHOT
 from leases.check.ownership import OwnershipBase
-from leases.check.walk import children
+from leases.check.walk import children, target_names
 
 
 class ExpressionsMixin(OwnershipBase):
@@ -126,7 +133,14 @@ class ExpressionsMixin(OwnershipBase):
                 self.lend(receiver)
             kind = classify(self.s.types.get(e))
             if kind is not None and self.borrowed_attribute(e):  # `lease = self.last_checked`: a view
-                return Value("borrowed", e.line, e.column, noun=kind.noun, source=f'the Borrowed field "{e.name}"')
+                return Value("borrowed", e.line, e.column, noun=kind.noun, source=f'the Borrowed field "{e.name}"',
+                             declared_view=True)
+            getter = property_return(self.s.types.get(e.expr), e.name) if kind is not None else None
+            if kind is not None and getter is not None and is_borrowed(getter):  # `p.head`: a view
+                return Value("borrowed", e.line, e.column, noun=kind.noun, source=f'the property "{e.name}"',
+                             declared_view=True)
+            if kind is not None and getter is not None and mentions_owned(getter):
+                return Value("fresh", e.line, e.column, noun=kind.noun, source=f'the property "{e.name}"')
             return OTHER
         if isinstance(e, CallExpr):
             return self.call(e)
@@ -290,7 +304,7 @@ class ExpressionsMixin(OwnershipBase):
         def store(v: Value) -> None:
             if self.owns(v):
                 stored.append(v.noun or (_noun(self.facts(v.var)) if v.var else "") or "Lease")
-            if v.kind == "borrowed" and v.source.startswith("the Borrowed field"):
+            if v.kind == "borrowed" and v.declared_view:
                 self.lend(v)  # `[p.lease for p in pins]` over `Borrowed` fields: a list of views
                 return
             self.transfer(v, "storing it in a container", line)
@@ -326,8 +340,13 @@ class ExpressionsMixin(OwnershipBase):
                 head = new_head
         finally:
             self.s.muted -= 1
-        one_pass(head)
+        end = one_pass(head)
         self.s.st = head
+        spent = self.rules.spendable(*modes[0]) if len(g.sequences) == 1 and not g.condlists[0] else None
+        targets = [v for v in map(self.local_var, target_names(g.indices[0])) if v is not None]
+        if spent is not None and stored and end is not None \
+                and not any(f[0] == ENTRY for v in targets for f in end.get(v, ())):
+            head[spent] = NOTHING_FACTS  # `out.extend(p for p in self.pins)`: every entry was handed on
         return stored[0] if stored else ""
 
 
@@ -389,6 +408,7 @@ class ExpressionsMixin(OwnershipBase):
             if (name := spelled(arg)) is not None and not pure:
                 self.pop_tested([name])
         moved_in = any(self.owns(v) for v in handed)
+        self.deferred_release(e, receiver_type)
         if generic is not None and sum(1 for v in handed if self.owns(v)) > 1 \
                 and classify(generic) is not None:
             self.report(e.line, e.column, codes.UNTRACKED.code,
@@ -429,6 +449,10 @@ class ExpressionsMixin(OwnershipBase):
                     self.cleared(callee.expr)
             if moved_in and isinstance(callee, MemberExpr):
                 self.filled(callee.expr, receiver_type, e.line)
+            if callee.name == "extend" and len(e.args) == 1 and self.items_track(callee.expr) \
+                    and (source := self.rules.copy_source(e.args[0])) is not None:
+                into = self.local_var(callee.expr) if isinstance(callee.expr, NameExpr) else None
+                self.copied(source, into, e.line, e.column)  # `self.done.extend(self.pins)`
         if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
             moved = self.moved_out(e, receiver_type)
             if moved is not None:
@@ -459,14 +483,33 @@ class ExpressionsMixin(OwnershipBase):
             return NEW
         return result
 
+    def deferred_release(self, e: CallExpr, receiver_type: Type | None) -> None:
+        """`stack.callback(probe.release)`: the exit stack releases `probe` when it unwinds, so until then
+        `probe` is a view (readable, not to be released or handed on again)."""
+        callee = e.callee
+        recv = get_proper_type(receiver_type) if receiver_type is not None else None
+        if not (isinstance(callee, MemberExpr) and callee.name in ("callback", "push_async_callback")
+                and isinstance(recv, Instance) and recv.type.fullname in EXIT_STACKS and e.args):
+            return
+        bound = e.args[0]
+        if not (isinstance(bound, MemberExpr) and isinstance(bound.expr, NameExpr)
+                and self.s.calls.is_consuming(self.s.types.get(bound.expr), bound.name)):
+            return
+        var = self.local_var(bound.expr)
+        if var is not None and self.s.st is not None and any(f[0] == MOVED for f in self.facts(var)):
+            self.s.st[var] = borrowed(_noun(self.facts(var)))
+
     def super_call(self, callee: SuperExpr) -> None:
         """`super().close()` from a `@consumes` override hands every owned field of `self` on."""
         fn = self.s.fn
         if fn is None or not fn.arguments or callee.info is None:
             return
         if consuming_method(callee.info, callee.name):
+            # the inherited method discharges the fields its own class knows; a subclass's own stay here
+            defining = next((base for base in callee.info.mro[1:] if callee.name in base.names), None)
+            known = frozenset(owned_fields(defining)) if defining is not None else None
             self.fields_gone(fn.arguments[0].variable, (callee.line, callee.column),
-                             f'"super().{callee.name}()"')
+                             f'"super().{callee.name}()"', only=known)
 
     def unowned_receiver(self, t: Type | None) -> str | None:
         """"Any" or "protocol X" for a receiver whose `release()` the checker cannot see."""
@@ -525,6 +568,8 @@ class ExpressionsMixin(OwnershipBase):
         assert self.s.st is not None
         facts = self.s.st.get(place, NOTHING_FACTS)
         held = [f for f in facts if f[0] == HELD]
+        if held and self.copy_completes(place.name, line, column):
+            held = []  # `self.done.extend(self.pins); self.pins.clear()`: a move
         if held:
             self.report(line, column, codes.LEAK.code,
                         dropped_message(place, facts, held, "cleared")
@@ -537,6 +582,9 @@ class ExpressionsMixin(OwnershipBase):
         if marker is None:
             return
         assert self.s.st is not None and isinstance(container, NameExpr)
+        if self.copy_completes(container.name, line, column):
+            self.s.st[marker] = NOTHING_FACTS
+            return
         facts = self.s.st[marker]
         modal = "holds" if all(f[0] == HELD for f in facts) else "may hold"
         noun = next(f[3] for f in facts if f[0] == HELD)
@@ -567,8 +615,8 @@ class ExpressionsMixin(OwnershipBase):
             modal = "overwrites" if all(f[0] == HELD for f in facts) else "may overwrite"
             noun = next(f[3] for f in facts if f[0] == HELD)
             self.report(line, column, codes.LEAK.code,
-                        f'Storing under "{slot}" {modal} the {noun} stored there at line '
-                        f"{held[0]}, which is then never released")
+                        f'Storing under "{slot}" {modal} the {noun} already there (stored or found by a test '
+                        f"at line {held[0]}), which is then never released")
         noun = _noun_of_container(self.s.types.get(container))
         self.s.st[marker] = frozenset({(HELD, line, column, noun)})
 
@@ -849,6 +897,9 @@ class ExpressionsMixin(OwnershipBase):
                 return Value("tuple", at.line, at.column, items=nouns, source=self.s.calls.callee_name(call))
             return OTHER
         kind = classify(t)
+        if kind is None and holds_owned(t) and self.s.calls.returns_owned_container(call):
+            return Value("display", at.line, at.column, noun=items_noun(t),
+                         source=self.s.calls.callee_name(call))
         if kind is None:
             awaited = awaited_kind(t)
             if awaited is not None and self.s.calls.returns_owned(call) == "owned":
@@ -864,9 +915,7 @@ class ExpressionsMixin(OwnershipBase):
 
 
 
-KEYED_CONTAINERS: Final = frozenset(
-    {"builtins.dict", "collections.OrderedDict", "collections.defaultdict"}
-)
+EXIT_STACKS: Final = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
 
 
 def _noun_of_container(t: Type | None) -> str:

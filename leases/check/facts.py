@@ -81,7 +81,7 @@ def verb(noun: str) -> str:
 class Value:
     """Where the value of an expression comes from, as far as ownership goes."""
 
-    __slots__ = ("kind", "line", "column", "var", "noun", "source", "items", "slot")
+    __slots__ = ("kind", "line", "column", "var", "noun", "source", "items", "slot", "declared_view")
 
     def __init__(
         self,
@@ -93,6 +93,7 @@ class Value:
         source: str = "",
         items: tuple[str | None, ...] = (),
         slot: str = "",
+        declared_view: bool = False,
     ) -> None:
         self.kind = kind  # fresh | var | borrowed | none | other | tuple | unknown | awaitable | display
         self.line = line
@@ -102,6 +103,9 @@ class Value:
         self.source = source
         self.items = items
         self.slot = slot  # "container[key]" a borrowed value was read from, if spelled simply
+        self.declared_view = declared_view
+        """A read of an attribute or property declared `Borrowed[...]`: a display of such values is a
+        display of views (`[p.lease for p in pins]`), so storing one there lends."""
 
 
 OTHER: Final = Value("other")

@@ -32,6 +32,7 @@ class FunctionState:
         "loop_locals_cache", "locals", "refs", "return_lends", "returns_any", "return_tracks", "exit_state",
         "places", "place_bases", "discharging", "place_nouns", "container_places", "slots", "links",
         "markers", "slot_markers", "pop_markers", "entry_of", "entries", "aliases", "takes", "take_aliases", "contents", "view_slots",
+        "copies",
     )
 
     mod: ModuleChecker
@@ -104,6 +105,10 @@ class FunctionState:
     take_aliases: dict[Var, tuple[str, Var]]
     """Local bound from `self.F.get(k)` / `self.F[k]` / `self.F.setdefault(k, ...)` -> F and the
     marker held while the local may still name that item (see `leases.check.takes`)."""
+    copies: dict[str, tuple[Var, Var | None]]
+    """Container spelling -> the marker held while a copy of all its entries exists (`out =
+    list(self.pins)`, `self.done.extend(self.pins)`) and the local that copy is in (None: a field):
+    clearing the container then completes a move, and the local owns the entries."""
 
     def __init__(
         self, module: ModuleChecker, fn: FuncItem | None, body: list[Statement], enclosing: frozenset[Var],
@@ -145,6 +150,7 @@ class FunctionState:
         self.take_aliases = {}
         self.contents = {}
         self.view_slots = {}
+        self.copies = {}
 
 
 def _collect_locals(fn: FuncItem, body: list[Statement]) -> tuple[set[Var], Counter[Var]]:

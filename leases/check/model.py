@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mypy.nodes import TypeInfo, Var
+from mypy.nodes import Decorator, OverloadedFuncDef, TypeInfo, Var
 from mypy.types import (
     AnyType,
+    CallableType,
     Instance,
     ProperType,
     TupleType,
@@ -232,6 +233,8 @@ CONTAINERS: Final = frozenset({
     "collections.OrderedDict", "collections.defaultdict",
 })
 """Standard containers: storing moves in, `pop`/`popitem`/`popleft` move out, subscripts borrow."""
+KEYED_CONTAINERS: Final = frozenset({"builtins.dict", "collections.OrderedDict", "collections.defaultdict"})
+"""The standard mappings: slots `d[k]` by key, `k in d` tests one, iterating them yields keys."""
 MOVE_OUT_METHODS: Final = frozenset({"pop", "popitem", "popleft"})
 GENERATOR_TYPES: Final = frozenset({
     "typing.Generator", "typing.Iterator", "typing.Iterable", "typing.AsyncGenerator",
@@ -268,6 +271,28 @@ def container_item(t: Type | None) -> Type | None:
     return None
 
 
+def items_noun(t: Type | None) -> str:
+    """The noun of what a container of owned values (or of containers of them) holds."""
+    item = container_item(t)
+    kind = classify(item) or classify(container_item(item)) or tuple_kind(item)
+    return kind.noun if kind is not None else "Lease"
+
+
+def property_return(t: Type | None, name: str) -> Type | None:
+    """The declared return type of the property `name` of a value of type `t`, else None."""
+    p = get_proper_type(t) if t is not None else None
+    if not isinstance(p, Instance):
+        return None
+    sym = p.type.get(name)
+    node = sym.node if sym is not None else None
+    if isinstance(node, OverloadedFuncDef) and node.is_property and node.items:
+        node = node.items[0]
+    if isinstance(node, Decorator) and node.func.is_property:
+        sig = get_proper_type(node.func.type)
+        return sig.ret_type if isinstance(sig, CallableType) else None
+    return None
+
+
 def owned_field(name: str, t: Type | None, line: int) -> Field | None:
     """The field an attribute of declared type `t` is, if it owns what it holds."""
     if t is None or is_borrowed(t):
@@ -278,9 +303,19 @@ def owned_field(name: str, t: Type | None, line: int) -> Field | None:
     item = container_item(t)
     if item is not None and not is_borrowed(item):
         kind = classify(item)
+        if kind is None:
+            kind = tuple_kind(item)
         if kind is not None:
             return Field(name, kind.noun, True, line)
     return None
+
+
+def tuple_kind(t: Type | None) -> Tracked | None:
+    """The tracked kind a tuple type carries (`tuple[int, Lease[Full, Held]]`: a lease), else None."""
+    p = get_proper_type(t) if t is not None else None
+    if not isinstance(p, TupleType):
+        return None
+    return next((k for k in map(classify, p.items) if k is not None), None)
 
 
 def declared_fields(info: TypeInfo) -> list[Field]:

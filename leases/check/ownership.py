@@ -7,6 +7,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from mypy.nodes import (
+    FUNC_NO_INFO,
+    FuncItem,
+    CallExpr,
     ConditionalExpr,
     Expression,
     IndexExpr,
@@ -44,6 +47,7 @@ from leases.check.facts import (
     borrowed,
     dropped_message,
     join,
+    slot_of,
     spelled,
     verb,
 )
@@ -52,9 +56,12 @@ from leases.check.model import (
     CONTAINERS,
     MOVE_OUT_METHODS,
     classify,
+    consuming_method,
     container_item,
     is_borrowed,
     holds_owned,
+    items_noun,
+    is_linear_info,
     is_weak_owner,
     owned_item,
     tracks_anywhere,
@@ -82,6 +89,8 @@ class OwnershipBase:
             return f"the end of the loop body at line {line}"
         if kind == "cancel":
             return f"a cancellation or close at the suspension on line {line}"
+        if kind == "match":
+            return f"the end of the match at line {line}"
         return f"{kind} at line {line}"
 
     def check_exit(self, st: State, kind: str, line: int, only: Iterable[Var] | None = None) -> None:
@@ -91,10 +100,14 @@ class OwnershipBase:
             if not facts or var in self.s.place_bases:
                 continue
             if var in self.s.discharging:
+                if kind == "raise":
+                    self.raised_holder(st, var, facts, line)
                 continue
             if var in self.s.markers:
                 if var in self.s.entries and kind in ("end", "return"):
                     self.entries_dangling(var, facts, kind, line)
+                elif kind in ("end", "return"):
+                    self.copy_dangling(var, facts, kind, line)
                 continue
             if self.borrowed_from_field(st, var):
                 facts = frozenset(f for f in facts if f[0] != HELD)
@@ -110,6 +123,23 @@ class OwnershipBase:
                     f"{self.where(kind, line)}",
                 )
 
+    def raised_holder(self, st: State, var: Var, facts: Facts, line: int) -> None:
+        """A raise that leaves an owned holder parameter unconsumed (`def submit(self, job: Job)`
+        raising before it queues `job`): the caller gave it up, so nobody releases it. The receiver of
+        a `@consumes` method is the exception: raising leaves it unconsumed and still the caller's."""
+        fn = self.s.fn
+        if fn is None or not fn.arguments or fn.arguments[0].variable is var and _consuming_self(fn):
+            return
+        if not all(f[0] == HELD for f in facts):
+            return
+        fields = [place for place, base in self.s.place_bases.items() if base is var]
+        if fields and not any(f[0] == HELD for place in fields for f in st.get(place, ())):
+            return  # consumed field by field
+        noun = _held_noun(facts)
+        held = min((f[1], f[2]) for f in facts)
+        self.report(held[0], held[1], codes.LEAK.code,
+                    f'{noun} "{var.name}" is not {verb(noun)} or transferred before {self.where("raise", line)}')
+
     def entries_dangling(self, marker: Var, facts: Facts, kind: str, line: int) -> None:
         gone = sorted({(f[1], f[2], f[3]) for f in facts if f[0] in (RELEASED, MOVED)})
         modal = "are" if len(gone) == len(facts) else "may be"
@@ -118,6 +148,19 @@ class OwnershipBase:
                         f'{noun} entries of "{self.s.entries[marker]}" {modal} {verb(noun)} or '
                         f"handed on in a loop at line {at} but still stored at "
                         f"{self.where(kind, line)}; empty the container (pop each, or clear it)")
+
+    def copy_dangling(self, marker: Var, facts: Facts, kind: str, line: int) -> None:
+        """`self.done.extend(self.pins)` with `self.pins` never cleared: two owners of each entry."""
+        found = next(((name, into) for name, (m, into) in self.s.copies.items() if m is marker), None)
+        held = sorted({(f[1], f[2], f[3]) for f in facts if f[0] == HELD})
+        if found is None or found[1] is not None or not held:
+            return
+        modal = "are still" if len(held) == len(facts) else "may still be"
+        at, col, noun = held[0]
+        self.report(at, col, codes.DANGLING.code,
+                    f'{noun} entries of "{found[0]}" copied at line {at} {modal} held there at '
+                    f"{self.where(kind, line)}, so two owners release them; clear it after the copy "
+                    f"(a move), or pop each entry into the other")
 
     def untracked_flow(self, v: Value, where: str) -> None:
         """An owned value flows into `where`, which the checker cannot follow: `lease-untracked`."""
@@ -213,6 +256,9 @@ class OwnershipBase:
             for (owner, _), field_var in self.s.places.items():
                 if owner is var and field_var in out:
                     out[field_var] = NOTHING_FACTS  # a None holder has no fields
+            contents = self.s.contents.get(var)
+            if contents is not None and contents in out:
+                out[contents] = NOTHING_FACTS  # `pins = d.get(k)` found None: it holds nothing
         return out
 
     def current(self) -> State | None:
@@ -245,7 +291,8 @@ class OwnershipBase:
                     noun = self.s.place_nouns.get(place, "Lease")
                     self.s.st[place] = frozenset({(HELD, line, column, noun)})
 
-    def fields_gone(self, base: Var, at: tuple[int, int] | None = None, how: str = "") -> None:
+    def fields_gone(self, base: Var, at: tuple[int, int] | None = None, how: str = "",
+                    only: frozenset[str] | None = None) -> None:
         """`base` itself was consumed or handed on (`how`, at `at`): its fields went with it.
 
         A field whose value was released through a local (`d = self.device;
@@ -256,7 +303,7 @@ class OwnershipBase:
         if self.s.st is None or not self.s.places:
             return
         for (owner, name), place in self.s.places.items():
-            if owner is not base:
+            if owner is not base or (only is not None and name not in only):
                 continue
             noun = self.s.place_nouns.get(place, "Lease")
             released_here = sorted(f[1] for f in self.s.st.get(place, ()) if f[0] == RELEASED)
@@ -456,6 +503,50 @@ class OwnershipBase:
         self.s.contents[var] = marker
         st[marker] = frozenset({(HELD, line, column, kind.noun if kind is not None else "Lease")})
 
+    def overwrites_view(self, target: IndexExpr, v: Value, line: int) -> None:
+        """`self.by_owner[k] = fresh` while a view of that item (`cur = self.by_owner.get(k)`) is
+        present and may still hold owned values: the store drops them. Storing the view back is fine."""
+        slot = slot_of(target.base, target.index)
+        if not slot or self.s.st is None:
+            return
+        for var, at in self.s.view_slots.items():
+            if at != slot or (v.kind == "var" and v.var is var):
+                continue
+            marker = self.s.contents.get(var)
+            held = [f for f in self.s.st.get(marker, ()) if f[0] == HELD] if marker is not None else []
+            if not held:
+                continue  # found None or empty, or spent by a loop
+            self.report(line, target.column, codes.LEAK.code,
+                        f'Storing under "{slot}" drops the {held[0][3]} values the container there may still '
+                        f'hold (seen through "{var.name}"); drain it first, or take it out (pins = d.pop(k))')
+            return
+
+    def copied(self, source: Expression, into: Var | None, line: int, column: int) -> None:
+        """`out = list(self.pins)`, `self.done.extend(self.pins)`: a copy of every entry of `source` now
+        exists; clearing `source` next (`self.pins.clear()`, `self.pins = []`) moves them to the copy."""
+        name = spelled(source)
+        if name is None or self.s.st is None or self.rules.spendable("entry", source) is None:
+            return
+        marker = Var(f"{name} copied", None)
+        self.s.markers.add(marker)
+        self.s.copies[name] = (marker, into)
+        self.s.st[marker] = frozenset({(HELD, line, column, items_noun(self.s.types.get(source)))})
+
+    def copy_completes(self, name: str, line: int, column: int) -> bool:
+        """Clearing `name` on every path after a copy of all its entries: the copy takes them over."""
+        found = self.s.copies.get(name)
+        if found is None or self.s.st is None:
+            return False
+        marker, into = found
+        facts = self.s.st.get(marker, NOTHING_FACTS)
+        if not facts or not all(f[0] == HELD for f in facts):
+            return False
+        noun = next(iter(facts))[3]
+        self.s.st[marker] = NOTHING_FACTS
+        if into is not None:
+            self.s.st[into] = frozenset({(HELD, line, column, f"{noun} container")})
+        return True
+
     def held_contents(self, e: Expression) -> Var | None:
         """The contents marker of the name `e` while the items another owns may be in it (`setup_contents`), else None."""
         if not self.s.contents or not isinstance(e, NameExpr) or self.s.st is None:
@@ -518,8 +609,8 @@ class OwnershipBase:
 
     def store(self, v: Value, line: int) -> None:
         """An item of a display: a local moves into it, a field only lends (it still holds it)."""
-        if v.kind == "var" and v.var in self.s.place_bases:
-            self.lend(v)
+        if (v.kind == "var" and v.var in self.s.place_bases) or (v.kind == "borrowed" and v.declared_view):
+            self.lend(v)  # a field stays where it is; `(rc.full, rc.swa)` of Borrowed properties: views
         else:
             self.transfer(v, "storing it in a container", line)
 
@@ -590,9 +681,14 @@ class OwnershipBase:
         self.fields_rebound(var, v, line, column)
         old = self.facts(var)
         held = [f for f in old if f[0] == HELD]
+        if held and var in self.s.container_places and self.copy_completes(var.name, line, column):
+            held = []  # `out = list(self.pins); self.pins = []`: `out` took the entries over
         if held:
             self.report(line, column, codes.LEAK.code,
                         dropped_message(var, old, held, "overwritten"))
+        for copied, (marker, into) in list(self.s.copies.items()):
+            if into is var:
+                del self.s.copies[copied]  # the copy's name now holds something else
         self.forget_slots(var.name)
         if _is_any(var.type) and v.kind in ("fresh", "tuple", "var"):
             self.untracked_flow(v, f'"{var.name}", a name typed Any')
@@ -672,6 +768,7 @@ class OwnershipBase:
         elif isinstance(target, IndexExpr):
             self.lend(self.rules.ev(target.base))
             self.lend(self.rules.ev(target.index))
+            self.overwrites_view(target, v, line)
             if self.borrowed_items(target.base):
                 self.lend(v)
             elif self.any_items(target.base):
@@ -818,6 +915,19 @@ class OwnershipBase:
             self.sink(e.right, action)
             self.s.st = join(after_true, self.s.st)
             return
+        if isinstance(e, OpExpr) and e.op == "or" and isinstance(e.left, CallExpr) \
+                and self.rules.truthiness_is_presence(e.left):
+            left = self.rules.ev(e.left)  # `d.pop(k, None) or acquire()`: the popped value, else a new one
+            st = self.current()  # the evaluation may have ended the path
+            if st is None:
+                return
+            absent = dict(st)
+            action(left)
+            after_present = self.s.st
+            self.s.st = absent
+            self.sink(e.right, action)
+            self.s.st = join(after_present, self.s.st)
+            return
         action(self.rules.ev(e))
 
     def capture_check(self, node: Node, what: str) -> None:
@@ -839,6 +949,12 @@ class OwnershipBase:
             self.report(name.line, name.column, codes.ESCAPE.code,
                         f'{noun} "{var.name}" is captured by {what}; pass it explicitly')
             self.s.st[var] = NOTHING_FACTS
+
+
+def _consuming_self(fn: FuncItem) -> bool:
+    """Whether `fn` is a `@consumes` method of a `@linear` class (its first argument the receiver)."""
+    info = fn.info if fn.info is not FUNC_NO_INFO else None
+    return info is not None and not fn.is_static and is_linear_info(info) and consuming_method(info, fn.name)
 
 
 def _held_noun(facts: Facts) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from mypy.nodes import Block, Expression
+from mypy.nodes import Block, Expression, Var
 
 from leases.check.facts import State, Value
 
@@ -26,6 +26,10 @@ class Rules(Protocol):
 
     def cond(self, e: Expression) -> tuple[State | None, State | None]:
         """Evaluate a condition; return the states where it is true and false (`conditions`)."""
+        ...
+
+    def truthiness_is_presence(self, e: Expression) -> bool:
+        """Whether `e` is falsy exactly when it is None (`Lease | None`) (`conditions`)."""
         ...
 
     def block(self, b: Block) -> None:
@@ -42,6 +46,18 @@ class Rules(Protocol):
 
     def bind_loop_target(self, target: Expression, mode: str, container: Expression | None, line: int) -> None:
         """Bind a `for` (or comprehension) target according to `iteration`'s answer (`compound`)."""
+        ...
+
+    def spendable(self, mode: str, container: Expression | None) -> Var | None:
+        """What a loop over `container` spends when it consumes or hands on every item (`compound`)."""
+        ...
+
+    def copy_source(self, e: Expression) -> Expression | None:
+        """The container `e` copies every entry of (`list(c)`, `[p for p in c]`, `c`) (`compound`)."""
+        ...
+
+    def copy_bound(self, target: Expression, rvalue: Expression) -> None:
+        """`out = list(self.pins)`: `out` holds a copy of every entry (`compound`)."""
         ...
 
     def container_view(self, target: Expression, rvalue: Expression) -> None:

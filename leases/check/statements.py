@@ -41,6 +41,7 @@ from mypy.nodes import (
     WithStmt,
 )
 from mypy.types import (
+    CallableType,
     FunctionLike,
     Instance,
     Type,
@@ -62,9 +63,10 @@ from leases.check.facts import (
     exception_state,
     join_all,
     slot_of,
+    spelled,
     verb,
 )
-from leases.check.model import classify, container_item, is_borrowed, owned_item
+from leases.check.model import classify, container_item, holds_owned, is_borrowed, owned_item
 from leases.check.walk import children
 
 
@@ -194,10 +196,37 @@ class StatementsMixin(CompoundMixin):
         for target in s.lvalues:
             self.rules.alias_bound(target, rvalue)
             self.rules.container_view(target, rvalue)
+            self.rules.copy_bound(target, rvalue)
         if self.s.st is not None:
             t = self.s.types.get(rvalue)
             if t is not None and isinstance(get_proper_type(t), UninhabitedType):
                 self.s.st = None
+
+    def returned_copy(self, e: Expression) -> None:
+        """`return list(self.pins)` from a function declared to hand over a container of owned values:
+        the entries are still the field's, so caller and field would both release them."""
+        fn = self.s.fn
+        ret = fn.type.ret_type if fn is not None and isinstance(fn.type, CallableType) else None
+        if self.s.st is None or not holds_owned(ret):
+            return
+        if isinstance(e, NameExpr):
+            var = self.local_var(e)
+            copy = next(((name, m) for name, (m, into) in self.s.copies.items() if into is var and var), None)
+            if copy is None or not any(f[0] == HELD for f in self.s.st.get(copy[1], ())) \
+                    or not any(place.name == copy[0] for place in self.s.container_places):
+                return
+            name = copy[0]
+        else:
+            source = self.rules.copy_source(e)
+            spelling = spelled(source) if source is not None else None
+            if source is None or spelling is None \
+                    or self.rules.spendable("entry", source) not in self.s.container_places:
+                return  # a parameter's container: the caller decides (`sorted(pins, key=...)` returns views)
+            name = spelling
+        self.report(e.line, e.column, codes.DANGLING.code,
+                    f'The container returned holds the entries of "{name}", which still holds them, so '
+                    f"the caller and it would both release them; move them out (pop each, or take the "
+                    f"container and reset the field), or declare the items Borrowed[...]")
 
     def bind_simultaneously(self, targets: list[Expression], values: list[Value], line: int) -> None:
         """`a, b = b, a`: every value is read before any target is bound."""
@@ -230,6 +259,7 @@ class StatementsMixin(CompoundMixin):
             elif self.s.return_lends:
                 self.sink(s.expr, self.lend)
             else:
+                self.returned_copy(s.expr)
                 self.sink(s.expr, lambda v: self.transfer(v, "returning it", s.line))
         if self.s.st is not None:
             self.unwind("return", self.s.st, s.line)

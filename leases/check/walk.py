@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from mypy.nodes import FuncItem, NameExpr, Node
+from mypy.nodes import Expression, FuncItem, ListExpr, NameExpr, Node, TupleExpr
 
 CHILDREN: Final[dict[str, tuple[str, ...]]] = {
     "Argument": ("initializer",),
@@ -123,3 +123,12 @@ def name_refs(node: Node, *, into_functions: bool = True) -> Iterator[NameExpr]:
         if not into_functions and isinstance(current, FuncItem):
             continue
         stack.extend(children(current))
+
+
+def target_names(target: Expression) -> list[NameExpr]:
+    """The names a `for` (or comprehension) target binds (`x`, or each name of `a, (b, c)`)."""
+    if isinstance(target, NameExpr):
+        return [target]
+    if isinstance(target, (TupleExpr, ListExpr)):
+        return [name for item in target.items for name in target_names(item)]
+    return []

@@ -388,7 +388,7 @@ def test_scenario8_misuse_raises_typed_errors_and_state_stays_sane(make_cache: M
     r2_id, r2_full = r2.id, r2.full
     assert r2_full is not None
     with pytest.raises(ForeignLeaseError):
-        other.ledger.settle(r2_full)
+        other.ledger.settle(r2_full)  # lease: ignore[lease-escape]  # a foreign settle of a view, refused on purpose
     with pytest.raises(ForeignObjectError) as foreign:
         other.unlock(r2)
     assert foreign.value.object_id == r2_id and r2_full.held
