@@ -66,6 +66,11 @@ LOOKUP_METHODS: Final = frozenset(
 """Methods of stdlib containers whose arguments are looked up, not stored."""
 
 
+HANDOVERS: Final = frozenset({"leases.mailbox.Mailbox.drain"})
+"""Generic methods of the leases runtime whose result (a container of their type variable) the caller
+owns: what was posted is taken out. Other generic methods declare nothing about ownership."""
+
+
 class CallModel:
     """Ownership facts about calls, read from one module's type map."""
 
@@ -219,11 +224,14 @@ class CallModel:
             return "borrowed"
         return "owned" if any(mentions_owned(r) for r in rets) else None
 
-    def returns_owned_container(self, e: CallExpr) -> bool:
+    def returns_owned_container(self, e: CallExpr, receiver_type: Type | None = None) -> bool:
         """Whether the callee declares that it hands over a container of owned values
-        (`-> list[Lease[Full, Held]]`; `list[Borrowed[...]]` is a list of views)."""
+        (`-> list[Lease[Full, Held]]`; `list[Borrowed[...]]` is a list of views), or is one of the
+        leases runtime's generic hand-overs (`Mailbox.drain()`)."""
         if isinstance(self.declared(e), TypeInfo):
             return False
+        if self.callee_owner(e, receiver_type) in HANDOVERS:
+            return True
         rets = self.declared_returns(e)
         return rets is not None and any(holds_owned(r) for r in rets)
 

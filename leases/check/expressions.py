@@ -472,7 +472,8 @@ class ExpressionsMixin(OwnershipBase):
                              slot=slot_of(callee.expr, e.args[0]))
             if item is not None and is_borrowed(item) and kind:  # a lookup in an index of views
                 return Value("borrowed", e.line, e.column, noun=kind.noun, source="get")
-        if generic is not None and not (isinstance(callee, MemberExpr) and callee.name == "get"):
+        if generic is not None and not (isinstance(callee, MemberExpr) and callee.name == "get"
+                                        and _mapping_lookup(receiver_type)):
             return self.generic_result(e, generic, moved_in or absorbed)
         result = self.call_result(e, self.s.types.get(e), e)
         if result is OTHER and isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
@@ -897,7 +898,8 @@ class ExpressionsMixin(OwnershipBase):
                 return Value("tuple", at.line, at.column, items=nouns, source=self.s.calls.callee_name(call))
             return OTHER
         kind = classify(t)
-        if kind is None and holds_owned(t) and self.s.calls.returns_owned_container(call):
+        receiver = self.s.types.get(call.callee.expr) if isinstance(call.callee, MemberExpr) else None
+        if kind is None and holds_owned(t) and self.s.calls.returns_owned_container(call, receiver):
             return Value("display", at.line, at.column, noun=items_noun(t),
                          source=self.s.calls.callee_name(call))
         if kind is None:
@@ -921,6 +923,12 @@ EXIT_STACKS: Final = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitSta
 def _noun_of_container(t: Type | None) -> str:
     kind = classify(container_item(t))
     return kind.noun if kind is not None else "Lease"
+
+
+def _mapping_lookup(t: Type | None) -> bool:
+    """Whether `.get(k)` on a value of type `t` is a mapping's lookup (a `Mapping`, a weak mapping)."""
+    p = get_proper_type(t) if t is not None else None
+    return isinstance(p, Instance) and (p.type.has_base("typing.Mapping") or is_weak_owner(p.type.fullname))
 
 
 def _noun(facts: frozenset[tuple[str, int, int, str]]) -> str:
