@@ -427,7 +427,7 @@ class ExpressionsMixin(OwnershipBase):
                 self.consume(receiver, callee.line, callee.column)
             elif callee.name == "clear" and receiver.var in self.s.container_places:
                 self.lend(receiver)
-                self.cleared_field(receiver.var, callee.expr, callee.line, callee.column)
+                self.cleared_holding(receiver.var, callee.expr, callee.line, callee.column)
                 self.cleared(callee.expr)
             elif callee.name in LEASE_CONSUMING and receiver.kind == "var" and receiver.var is not None \
                     and self.unowned_receiver(receiver_type) is not None \
@@ -444,8 +444,10 @@ class ExpressionsMixin(OwnershipBase):
                             f"nobody here owns; declare its type")
             else:
                 self.lend(receiver)
+                marker = self.held_contents(callee.expr) if callee.name == "clear" else None
+                if marker is not None:
+                    self.cleared_holding(marker, callee.expr, callee.line, callee.column)
                 if callee.name == "clear":
-                    self.cleared_parameter(callee.expr, callee.line, callee.column)
                     self.cleared(callee.expr)
             if moved_in and isinstance(callee, MemberExpr):
                 self.filled(callee.expr, receiver_type, e.line)
@@ -559,40 +561,31 @@ class ExpressionsMixin(OwnershipBase):
         if name is not None:
             self.forget_slots(name)
 
-    def cleared_field(self, place: Var, container: Expression, line: int, column: int) -> None:
-        """`self.c.clear()` of an owning container field: like `self.c = {}`, it must not drop live entries.
+    def cleared_holding(self, holder: Var, container: Expression, line: int, column: int) -> None:
+        """`c.clear()` while `c` may still hold owned values (like `self.c = {}` for a field): they are lost.
 
-        The field is spent when a loop released or handed on every entry (on
-        every path through its body), or a test found it empty; otherwise
-        what it still holds is lost.
+        `holder` is what says so: an owning container field (spent when a loop
+        released or handed on every entry on every path through its body, or a
+        test found it empty), or the contents marker of a parameter holding the
+        caller's values. Clearing right after copying every entry elsewhere
+        completes a move (`copy_completes`).
         """
         assert self.s.st is not None
-        facts = self.s.st.get(place, NOTHING_FACTS)
+        facts = self.s.st.get(holder, NOTHING_FACTS)
         held = [f for f in facts if f[0] == HELD]
-        if held and self.copy_completes(place.name, line, column):
-            held = []  # `self.done.extend(self.pins); self.pins.clear()`: a move
-        if held:
+        name = spelled(container) or holder.name
+        self.s.st[holder] = NOTHING_FACTS
+        if not held or self.copy_completes(name, line, column):
+            return  # `self.done.extend(self.pins); self.pins.clear()`: a move
+        if holder in self.s.container_places:
             self.report(line, column, codes.LEAK.code,
-                        dropped_message(place, facts, held, "cleared")
+                        dropped_message(holder, facts, held, "cleared")
                         + "; release or hand on its entries first (a loop over it, or pop each)")
-        self.s.st[place] = NOTHING_FACTS
-
-    def cleared_parameter(self, container: Expression, line: int, column: int) -> None:
-        """`pins.clear()` of a parameter that may still hold the caller's owned values: they are lost."""
-        marker = self.held_contents(container)
-        if marker is None:
             return
-        assert self.s.st is not None and isinstance(container, NameExpr)
-        if self.copy_completes(container.name, line, column):
-            self.s.st[marker] = NOTHING_FACTS
-            return
-        facts = self.s.st[marker]
         modal = "holds" if all(f[0] == HELD for f in facts) else "may hold"
-        noun = next(f[3] for f in facts if f[0] == HELD)
         self.report(line, column, codes.LEAK.code,
-                    f'"{container.name}" {modal} {noun} values owned elsewhere when it is cleared, and '
-                    f"they are never {verb(noun)}; release or hand on each first (a loop over it, or pop each)")
-        self.s.st[marker] = NOTHING_FACTS
+                    f'"{name}" {modal} {held[0][3]} values owned elsewhere when it is cleared, and '
+                    f"they are never {verb(held[0][3])}; release or hand on each first (a loop over it, or pop each)")
 
     def cleared(self, container: Expression) -> None:
         """`c.clear()`: released entries of `c` are gone, and so is whatever its slots held."""

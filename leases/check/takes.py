@@ -146,6 +146,7 @@ def _aliases(fn: FuncItem, self_var: Var, fields: set[str]) -> dict[Var, str]:
     `alias_bound` then follows, path by path, whether the local names that item.
     """
     sources: dict[Var, set[str | None]] = {}
+    not_plain: set[Var] = set()  # bound somewhere other than by a plain `name = ...`
     stack: list[Node] = list(fn.body.body)
     while stack:
         node = stack.pop()
@@ -153,27 +154,23 @@ def _aliases(fn: FuncItem, self_var: Var, fields: set[str]) -> dict[Var, str]:
             continue
         if isinstance(node, AssignmentStmt):
             for target in node.lvalues:
-                single = isinstance(target, NameExpr)
-                source = _alias_source(node.rvalue, self_var) if single else _NOT_PLAIN
+                if not isinstance(target, NameExpr):
+                    not_plain.update(_bound(target))
+                    continue
                 for var in _bound(target):
-                    sources.setdefault(var, set()).add(source)
+                    sources.setdefault(var, set()).add(_alias_source(node.rvalue, self_var))
         else:
             for target in _other_bindings(node):
-                for var in _bound(target):
-                    sources.setdefault(var, set()).add(_NOT_PLAIN)
+                not_plain.update(_bound(target))
         stack.extend(children(node))
     out: dict[Var, str] = {}
     for var, found in sources.items():
         named = found - {None}
-        if len(named) == 1:
+        if len(named) == 1 and var not in not_plain:
             (only,) = named
             if only in fields:
                 out[var] = only
     return out
-
-
-_NOT_PLAIN = "\0"
-"""A source no field is named: the local is bound other than by a plain assignment."""
 
 
 def _other_bindings(node: Node) -> list[Expression]:
