@@ -16,6 +16,7 @@ from mypy.nodes import (
     DictExpr,
     DictionaryComprehension,
     Expression,
+    FuncDef,
     GeneratorExpr,
     IndexExpr,
     IntExpr,
@@ -449,6 +450,8 @@ class ExpressionsMixin(OwnershipBase):
                     self.cleared_holding(marker, callee.expr, callee.line, callee.column)
                 if callee.name == "clear":
                     self.cleared(callee.expr)
+            if receiver.kind == "var" and receiver.var is not None and self.s.places:
+                self.helper_discharges(receiver.var, callee.name, receiver_type)
             if moved_in and isinstance(callee, MemberExpr):
                 self.filled(callee.expr, receiver_type, e.line)
             if callee.name == "extend" and len(e.args) == 1 and self.items_track(callee.expr) \
@@ -485,6 +488,20 @@ class ExpressionsMixin(OwnershipBase):
                             f"@linear, so nothing tracks it afterwards; make it @linear")
             return NEW
         return result
+
+    def helper_discharges(self, receiver: Var, name: str, receiver_type: Type | None) -> None:
+        """`self._drop()`: a helper method of this module that releases and resets fields of its
+        receiver leaves them discharged here too (see `FunctionChecker.discharged_by`)."""
+        p = get_proper_type(receiver_type) if receiver_type is not None else None
+        if not isinstance(p, Instance) or consuming_method(p.type, name) or self.s.st is None:
+            return
+        sym = p.type.get(name)
+        if sym is None or not isinstance(sym.node, FuncDef):
+            return
+        fields = self.rules.discharged_by(sym.node)
+        for (owner, field), place in self.s.places.items():
+            if owner is receiver and field in fields and self.s.st is not None:
+                self.s.st[place] = NOTHING_FACTS
 
     def deferred_release(self, e: CallExpr, receiver_type: Type | None) -> None:
         """`stack.callback(probe.release)`: the exit stack releases `probe` when it unwinds, so until then

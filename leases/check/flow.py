@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mypy.nodes import ARG_STAR, ARG_STAR2, FUNC_NO_INFO, Expression, FuncItem, LambdaExpr, MypyFile, Statement, Var
+from mypy.nodes import ARG_STAR, ARG_STAR2, FUNC_NO_INFO, Expression, FuncDef, FuncItem, LambdaExpr, MypyFile, Statement, Var
 from mypy.types import AnyType, CallableType, Type, TypeOfAny, get_proper_type
 
 from leases.check import codes
@@ -116,6 +116,34 @@ class FunctionChecker(
             self.check_exit(state, exit_kind, line)
             self.check_fields(state, exit_kind, line)
         self.check_takes(self.s.exits)
+
+    def discharged_by(self, method: FuncDef) -> frozenset[str]:
+        """The owned fields of its receiver a helper method of this module releases or hands on, and
+        resets, on every normal exit (`def _drop(self)` called from `@consumes` methods).
+
+        Read by analysing the helper again, silently; only for methods defined in the module being
+        checked, whose bodies mypy always has (a cached module's would not be, and the answer would
+        change between a cold run and a warm one). A helper still being worked out discharges nothing.
+        """
+        cache = self.s.mod.helper_fields
+        found = cache.get(method)
+        if found is not None:
+            return found
+        cache[method] = frozenset()
+        if method.info is FUNC_NO_INFO or method.info.module_name != self.s.mod.tree.fullname \
+                or not method.arguments or method.is_static or method.is_trivial_body:
+            return frozenset()
+        helper = FunctionChecker(self.s.mod.shadow(), method, method.body.body, frozenset())
+        helper.run()
+        receiver = method.arguments[0].variable
+        ends = [state for kind, state, _ in helper.s.exits if kind in ("end", "return")]
+        found = frozenset(
+            name for (owner, name), place in helper.s.places.items()
+            if owner is receiver and place in helper.s.place_bases
+            and not any(f[0] == HELD for state in ends for f in state.get(place, ()))
+        )
+        cache[method] = found
+        return found
 
 
 

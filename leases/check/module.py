@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -55,6 +57,18 @@ class ModuleChecker:
         """`@takes_from` methods -> the fields each must take an entry out of."""
         self.takes_comments = find_takes_from(text)
         """`# lease: takes-from` comments not yet matched to the `def` line they sit on."""
+        self.helper_fields: dict[FuncItem, frozenset[str]] = {}
+        """Helper methods of this module's classes -> the owned fields of their receiver each
+        discharges on every normal exit (`leases.check.flow.FunctionChecker.discharged_by`)."""
+
+    def shadow(self) -> ModuleChecker:
+        """A copy that drops what is reported or enqueued through it: for analysing a body again only to
+        learn what it does (a helper method's effect on its receiver's fields)."""
+        other = copy.copy(self)
+        other.found = {}
+        other.queue = deque()
+        other.takes_comments = {}
+        return other
 
     def pending(self) -> Iterator[tuple[FuncItem | None, list[Statement], frozenset[Var]]]:
         """Each body to analyse: the module's top level first, then what analysing one enqueues."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from mypy.nodes import Block, Expression, Var
+from mypy.nodes import Block, Expression, FuncDef, Var
 
 from leases.check.facts import State, Value
 
@@ -30,6 +30,10 @@ class Rules(Protocol):
 
     def truthiness_is_presence(self, e: Expression) -> bool:
         """Whether `e` is falsy exactly when it is None (`Lease | None`) (`conditions`)."""
+        ...
+
+    def discharged_by(self, method: FuncDef) -> frozenset[str]:
+        """The owned fields of its receiver a helper method discharges on every normal exit (`flow`)."""
         ...
 
     def block(self, b: Block) -> None:
