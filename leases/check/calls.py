@@ -17,13 +17,18 @@ from mypy.nodes import (
     ARG_STAR,
     ARG_STAR2,
     CallExpr,
+    ClassDef,
+    ConditionalExpr,
     Decorator,
     Expression,
     FuncBase,
+    FuncDef,
+    FuncItem,
     MemberExpr,
     NameExpr,
     Node,
     RefExpr,
+    ReturnStmt,
     TypeInfo,
     Var,
 )
@@ -45,6 +50,7 @@ from mypy.types import (
 
 from leases.check.model import (
     LEASE,
+    MOVE_OUT_METHODS,
     generator_item,
     holds_owned,
     consuming_method,
@@ -54,6 +60,7 @@ from leases.check.model import (
     mentions_owned,
     param_mode,
 )
+from leases.check.walk import children
 
 STDLIB_CONTAINERS: Final = frozenset(
     {"builtins", "collections", "typing", "_collections_abc", "collections.abc", "queue",
@@ -241,6 +248,49 @@ class CallModel:
         if isinstance(callee, (NameExpr, MemberExpr)):
             return callee.name
         return "call"
+
+
+def takes_out_of_self(method: FuncDef) -> bool:
+    """Whether every `return` of `method` gives None or an item it pops out of a field of `self`
+    (`return self._items.pop() if self._items else None`), and one gives an item: a generic
+    container's take-out, whose caller owns the item as after `list.pop()`."""
+    if not method.arguments or method.is_static:
+        return False
+    receiver = method.arguments[0].variable
+    returns: list[Expression | None] = []
+    stack: list[Node] = list(method.body.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (FuncItem, ClassDef)):
+            continue
+        if isinstance(node, ReturnStmt):
+            returns.append(node.expr)
+        stack.extend(children(node))
+    verdicts = [_take_out(r, receiver) for r in returns]
+    return bool(verdicts) and all(v is not False for v in verdicts) and any(v is True for v in verdicts)
+
+
+def _take_out(e: Expression | None, receiver: Var) -> bool | None:
+    """True for a pop out of a field of `receiver`, None for None, False for anything else."""
+    if e is None or (isinstance(e, NameExpr) and e.fullname == "builtins.None"):
+        return None
+    if isinstance(e, ConditionalExpr):
+        sides = [_take_out(e.if_expr, receiver), _take_out(e.else_expr, receiver)]
+        if False in sides:
+            return False
+        return True if True in sides else None
+    if not isinstance(e, CallExpr):
+        return False
+    callee = e.callee
+    if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
+        return _field_of(callee.expr, receiver)
+    if isinstance(callee, RefExpr) and callee.fullname == "heapq.heappop" and len(e.args) == 1:
+        return _field_of(e.args[0], receiver)
+    return False
+
+
+def _field_of(e: Expression, receiver: Var) -> bool:
+    return isinstance(e, MemberExpr) and isinstance(e.expr, NameExpr) and e.expr.node is receiver
 
 
 def _declared_returns(sig: Type | None, depth: int = 0) -> list[Type] | None:

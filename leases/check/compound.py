@@ -261,6 +261,17 @@ class CompoundMixin(OwnershipBase):
                 spent = place
         return spent
 
+    def copy_of(self, container: Expression) -> str | None:
+        """The spelling of the container a local holds a live copy of every entry of (`batch =
+        list(self.pending)`, not cleared since), else None."""
+        var = self.local_var(container) if isinstance(container, NameExpr) else None
+        if var is None or self.s.st is None:
+            return None
+        for name, (marker, into) in self.s.copies.items():
+            if into is var and any(f[0] == HELD for f in self.s.st.get(marker, ())):
+                return name
+        return None
+
     def anonymous_container(self, v: Value) -> Var | None:
         """`for lease in make_batch():` over a container of owned values handed over by a call:
         a name of its own, held until the loop spends it (a `break` leaves the rest unreleased)."""
@@ -432,8 +443,13 @@ class CompoundMixin(OwnershipBase):
             self.s.st[var] = frozenset({(UNKNOWN, target.line, target.column, kind.noun)})
         else:
             name = spelled(container) if container is not None else None
+            if isinstance(container, IndexExpr):
+                name = slot_of(container.base, container.index) or None
+            source = self.copy_of(container) if container is not None else None
+            if source is not None:
+                name = source  # `for m in list(self.pending)` via `batch`: the entries are the field's
             marker = self.marker(f"{name or '<container>'}[*]")
-            if name is not None and self.outlives(container):
+            if name is not None and (source is not None or self.outlives(container)):
                 self.s.entries[marker] = name
             self.s.entry_of[var] = marker
             self.s.st[var] = frozenset({(ENTRY, target.line, target.column, kind.noun)})
@@ -492,6 +508,8 @@ class CompoundMixin(OwnershipBase):
                     for a in self.s.fn.arguments
                 )
             return True
+        if isinstance(container, IndexExpr):
+            return self.outlives(container.base)  # `for ck in self.by_gen[gen]:` is the field's list
         return isinstance(container, MemberExpr)
 
     @staticmethod
@@ -616,7 +634,11 @@ class CompoundMixin(OwnershipBase):
                     after_block.append(var)
                 else:
                     self.bind(target, OTHER, s.line)
-        frame = WithFrame() if swallows else None
+        restore: dict[Var, Facts] = dict(kept)
+        for var in after_block:
+            noun = "Lease" if var.type is None else (classify(var.type) or Tracked("Lease", True)).noun
+            restore[var] = frozenset({(RELEASED, s.line, s.column, noun)})
+        frame = WithFrame(swallows, restore) if swallows or restore else None
         if frame is not None:
             self.s.frames.append(frame)
         try:
@@ -624,14 +646,10 @@ class CompoundMixin(OwnershipBase):
         finally:
             if frame is not None:
                 self.s.frames.pop()
-        if frame is not None:
+        if frame is not None and frame.swallowed is not None:
             self.s.st = join(self.s.st, frame.swallowed)
-        if self.s.st is not None:
-            for var in after_block:
-                noun = "Lease" if var.type is None else (classify(var.type) or Tracked("Lease", True)).noun
-                self.s.st[var] = frozenset({(RELEASED, s.line, s.column, noun)})
-            for var, facts in kept:
-                self.s.st[var] = facts
+        if self.s.st is not None and frame is not None:
+            self.s.st = frame.leave(self.s.st)
 
     def exit_swallows(self, cm: Expression, is_async: bool) -> bool:
         """Whether the context manager's `__exit__` is declared to return `bool`."""

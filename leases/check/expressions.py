@@ -59,6 +59,8 @@ from leases.check.facts import (
     ENTRY,
     HELD,
     MOVED,
+    NOTHING,
+    RELEASED,
     MAX_ITERATIONS,
     TUPLE_NOUN,
     borrowed,
@@ -99,7 +101,7 @@ from leases.check.model import (
     owned_tuple,
     is_weak_owner,
 )
-from leases.check.calls import STDLIB_CONTAINERS
+from leases.check.calls import STDLIB_CONTAINERS, takes_out_of_self
 from leases.check.compound import ONE_SHOT
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children, target_names
@@ -305,8 +307,8 @@ class ExpressionsMixin(OwnershipBase):
         def store(v: Value) -> None:
             if self.owns(v):
                 stored.append(v.noun or (_noun(self.facts(v.var)) if v.var else "") or "Lease")
-            if v.kind == "borrowed" and v.declared_view:
-                self.lend(v)  # `[p.lease for p in pins]` over `Borrowed` fields: a list of views
+            if (v.kind == "borrowed" and v.declared_view) or (self.s.view_displays and self.is_borrow(v)):
+                self.lend(v)  # `[p.lease for p in pins]` over `Borrowed` fields, or into a list of views
                 return
             self.transfer(v, "storing it in a container", line)
 
@@ -444,7 +446,8 @@ class ExpressionsMixin(OwnershipBase):
                             f"{self.unowned_receiver(receiver_type)}, which may consume a value "
                             f"nobody here owns; declare its type")
             else:
-                self.lend(receiver)
+                if not (callee.name == "clear" and self.handed_on_container(receiver)):
+                    self.lend(receiver)  # `ring.free.extend(fresh); fresh.clear()` empties what was handed on
                 marker = self.held_contents(callee.expr) if callee.name == "clear" else None
                 if marker is not None:
                     self.cleared_holding(marker, callee.expr, callee.line, callee.column)
@@ -488,6 +491,13 @@ class ExpressionsMixin(OwnershipBase):
                             f"@linear, so nothing tracks it afterwards; make it @linear")
             return NEW
         return result
+
+    def handed_on_container(self, v: Value) -> bool:
+        """Whether `v` names a local container of owned values handed on whole on every path."""
+        if v.kind != "var" or v.var is None or self.s.st is None or not holds_owned(v.var.type):
+            return False
+        facts = self.s.st.get(v.var, ())
+        return bool(facts) and all(f[0] == MOVED for f in facts)
 
     def helper_discharges(self, receiver: Var, name: str, receiver_type: Type | None) -> None:
         """`self._drop()`: a helper method of this module that releases and resets fields of its
@@ -649,6 +659,19 @@ class ExpressionsMixin(OwnershipBase):
                         f"second pop takes a value this function never saw stored")
         noun = _noun_of_container(receiver_type)
         self.s.st[marker] = frozenset({(MOVED, e.line, e.column, noun)})
+        entries = self.s.slot_markers.get(f"{slot}[*]")
+        if entries is not None:
+            self.s.st[entries] = NOTHING_FACTS  # the list whose entries a loop released is out of the field
+
+    def released_slot(self, e: CallExpr) -> bool:
+        """`self.by_gen.pop(gen)` after a loop released every entry of `self.by_gen[gen]`."""
+        callee = e.callee
+        if not (isinstance(callee, MemberExpr) and callee.name == "pop" and e.args) or self.s.st is None:
+            return False
+        entries = self.s.slot_markers.get(f"{slot_of(callee.expr, e.args[0])}[*]")
+        facts = self.s.st.get(entries, ()) if entries is not None else ()
+        return any(f[0] in (RELEASED, MOVED) for f in facts) and all(f[0] in (RELEASED, MOVED, NOTHING)
+                                                                    for f in facts)
 
     def popped_untested(self, container: Expression, e: CallExpr) -> None:
         """`c.pop()` twice with no test of `c` between: the second takes an item nobody checked is there.
@@ -748,9 +771,22 @@ class ExpressionsMixin(OwnershipBase):
         assert kind is not None
         if self.weak_deref(e):
             return Value("borrowed", e.line, e.column, noun=kind.noun, source=source)
-        if owned_in or self.builds(e, t) or self.next_of_stream(e):
+        if owned_in or self.builds(e, t) or self.next_of_stream(e) or self.module_take_out(e):
             return Value("fresh", e.line, e.column, noun=kind.noun, source=source)
         return Value("unknown", e.line, e.column, noun=kind.noun, source=source)
+
+    def module_take_out(self, e: CallExpr) -> bool:
+        """`bag.take()` on a generic container class of this module whose method pops the item out of a
+        field (`calls.takes_out_of_self`). Only this module's classes: a cached module's bodies are not
+        loaded, and the answer must not change between a cold run and a warm one."""
+        callee = e.callee
+        recv = self.s.types.get(callee.expr) if isinstance(callee, MemberExpr) else None
+        p = get_proper_type(recv) if recv is not None else None
+        if not isinstance(callee, MemberExpr) or not isinstance(p, Instance) \
+                or p.type.module_name != self.s.mod.tree.fullname:
+            return False
+        sym = p.type.get(callee.name)
+        return sym is not None and isinstance(sym.node, FuncDef) and takes_out_of_self(sym.node)
 
     def next_of_stream(self, e: CallExpr) -> bool:
         """`next(it)` of an iterator held in a name (`it: Iterator[Lease[...]]`): it hands the
@@ -856,6 +892,8 @@ class ExpressionsMixin(OwnershipBase):
         """`d.pop(k)`, `d.popitem()`, `q.popleft()` on a container of owned values: a fresh owner."""
         item = container_item(receiver_type)
         if item is not None and classify(item) is None and not owned_tuple(item) and owned_item(container_item(item)):
+            if self.released_slot(e):
+                return OTHER  # a loop released every entry of that list: it holds nothing owned
             inner = classify(container_item(item))  # `pins = self.pins.pop(node)`: the list and what it holds
             return Value("display", e.line, e.column, noun=inner.noun if inner is not None else "Lease",
                          source=self.s.calls.callee_name(e))

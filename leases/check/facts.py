@@ -170,10 +170,23 @@ class TryFrame:
 
 
 class WithFrame:
-    __slots__ = ("swallowed",)
+    """A `with` block: what its exit may swallow, and what leaving it (any way) does to the names it
+    lent to the block (`with g:` lends `g` until the block is left, a consuming `__exit__` consumes it)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("swallows", "swallowed", "restore")
+
+    def __init__(self, swallows: bool, restore: dict[Var, Facts]) -> None:
+        self.swallows = swallows
         self.swallowed: State | None = None
+        self.restore = restore
+
+    def leave(self, st: State) -> State:
+        """The state just outside the block, for a state leaving it."""
+        if not self.restore:
+            return st
+        out = dict(st)
+        out.update(self.restore)
+        return out
 
 
 Frame: TypeAlias = LoopFrame | TryFrame | WithFrame

@@ -331,7 +331,9 @@ class OwnershipBase:
             return
         for frame in reversed(self.s.frames):
             if isinstance(frame, WithFrame):
-                frame.swallowed = join(frame.swallowed, st)
+                st = frame.leave(st)
+                if frame.swallows:
+                    frame.swallowed = join(frame.swallowed, st)
             elif isinstance(frame, TryFrame):
                 if frame.in_body:
                     frame.body_exc = join(frame.body_exc, st)
@@ -343,7 +345,9 @@ class OwnershipBase:
         """Send an abrupt exit to whatever catches it: a loop, a handler, a finally, the caller."""
         self.s.exit_state = st
         for frame in reversed(self.s.frames):
-            if isinstance(frame, LoopFrame):
+            if isinstance(frame, WithFrame):
+                st = frame.leave(st)  # `return` inside `with g:` leaves the block first
+            elif isinstance(frame, LoopFrame):
                 if kind in ("break", "continue"):
                     self.loop_exit_check(frame, st, kind, line)
                     (frame.breaks if kind == "break" else frame.continues).append(st)
@@ -609,7 +613,8 @@ class OwnershipBase:
 
     def store(self, v: Value, line: int) -> None:
         """An item of a display: a local moves into it, a field only lends (it still holds it)."""
-        if (v.kind == "var" and v.var in self.s.place_bases) or (v.kind == "borrowed" and v.declared_view):
+        if (v.kind == "var" and v.var in self.s.place_bases) or (v.kind == "borrowed" and v.declared_view) \
+                or (self.s.view_displays and self.is_borrow(v)):
             self.lend(v)  # a field stays where it is; `(rc.full, rc.swa)` of Borrowed properties: views
         else:
             self.transfer(v, "storing it in a container", line)

@@ -190,7 +190,12 @@ class StatementsMixin(CompoundMixin):
             values = [self.rules.ev(item) for item in rvalue.items]
             self.bind_simultaneously(first.items, values, s.line)
         else:
-            self.sink(rvalue, lambda v: self.bind(first, v, s.line))
+            views = self.declares_views(first)
+            self.s.view_displays += views
+            try:
+                self.sink(rvalue, lambda v: self.bind(first, v, s.line))
+            finally:
+                self.s.view_displays -= views
         for extra in s.lvalues[1:]:
             self.bind(extra, OTHER, s.line)
         for target in s.lvalues:
@@ -201,6 +206,11 @@ class StatementsMixin(CompoundMixin):
             t = self.s.types.get(rvalue)
             if t is not None and isinstance(get_proper_type(t), UninhabitedType):
                 self.s.st = None
+
+    def declares_views(self, target: Expression) -> int:
+        """1 when `target` is a name declared as a container of views (`list[Borrowed[...]]`), else 0."""
+        var = self.local_var(target) if isinstance(target, NameExpr) else None
+        return int(var is not None and is_borrowed(container_item(var.type)))
 
     def returned_copy(self, e: Expression) -> None:
         """`return list(self.pins)` from a function declared to hand over a container of owned values:
@@ -260,7 +270,14 @@ class StatementsMixin(CompoundMixin):
                 self.sink(s.expr, self.lend)
             else:
                 self.returned_copy(s.expr)
-                self.sink(s.expr, lambda v: self.transfer(v, "returning it", s.line))
+                fn = self.s.fn
+                views = int(fn is not None and isinstance(fn.type, CallableType)
+                            and is_borrowed(container_item(fn.type.ret_type)))
+                self.s.view_displays += views
+                try:
+                    self.sink(s.expr, lambda v: self.transfer(v, "returning it", s.line))
+                finally:
+                    self.s.view_displays -= views
         if self.s.st is not None:
             self.unwind("return", self.s.st, s.line)
         self.s.st = None
@@ -349,8 +366,9 @@ class StatementsMixin(CompoundMixin):
                                 f"first (x = d[k]) so that x owns it after the del")
             elif entry is not None and owned_item(container_item(entry)):
                 self.deleted_inner(slot, container_item(entry), line, e.column)
-            if slot and slot in self.s.slot_markers and self.s.st is not None:
-                self.s.st[self.s.slot_markers[slot]] = NOTHING_FACTS
+            for spelling in (slot, f"{slot}[*]"):  # the slot, and entries of the list it held released in a loop
+                if slot and spelling in self.s.slot_markers and self.s.st is not None:
+                    self.s.st[self.s.slot_markers[spelling]] = NOTHING_FACTS
 
     def deleted_inner(self, slot: str, item: Type | None, line: int, column: int) -> None:
         """`del self.pins[node]` where the item is a container of owned values: what it may still hold.
