@@ -388,9 +388,30 @@ class CompoundMixin(OwnershipBase):
         if not isinstance(target, NameExpr) or rvalue is target:
             return
         var = self.local_var(target)
-        source = self.copy_source(rvalue) if var is not None and not isinstance(rvalue, NameExpr) else None
-        if var is not None and source is not None:
+        if var is None:
+            return
+        self.s.subsets.pop(var, None)
+        source = self.copy_source(rvalue) if not isinstance(rvalue, NameExpr) else None
+        if source is not None:
             self.copied(source, var, target.line, target.column)
+            return
+        subset = self.subset_source(rvalue)
+        if subset is not None:
+            self.s.subsets[var] = subset
+
+    def subset_source(self, e: Expression) -> str | None:
+        """`[p for p in self.pins if p.stale]`, `list(filter(...))`-like comprehensions: the spelling of the
+        outliving container whose entries the result selects (views of them), else None."""
+        if not isinstance(e, ListComprehension) or len(e.generator.sequences) != 1:
+            return None
+        g = e.generator
+        if not isinstance(g.left_expr, NameExpr) or not any(n.name == g.left_expr.name
+                                                             for n in target_names(g.indices[0])):
+            return None
+        source = self.iterated_container(g.sequences[0])
+        if source is None or self.container_mode(source) != "entry" or not self.outlives(source):
+            return None
+        return spelled(source)
 
     def container_mode(self, e: Expression) -> str:
         t = self.s.types.get(e)
@@ -446,6 +467,11 @@ class CompoundMixin(OwnershipBase):
             if isinstance(container, IndexExpr):
                 name = slot_of(container.base, container.index) or None
             source = self.copy_of(container) if container is not None else None
+            if source is None and isinstance(container, NameExpr):
+                picked = self.local_var(container)
+                source = self.s.subsets.get(picked) if picked is not None else None
+            elif source is None and container is not None:
+                source = self.subset_source(container)  # `for p in [p for p in self.pins if p.stale]:`
             if source is not None:
                 name = source  # `for m in list(self.pending)` via `batch`: the entries are the field's
             marker = self.marker(f"{name or '<container>'}[*]")

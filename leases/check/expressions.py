@@ -382,9 +382,12 @@ class ExpressionsMixin(OwnershipBase):
         handed: list[Value] = []
         absorbed = False
         pure = isinstance(callee, NameExpr) and callee.fullname.startswith("builtins.")  # len(q)
+        removed = self.entry_removed_by(e)
         for arg, mode in zip(e.args, modes):
             if self.s.st is None:
                 return OTHER
+            if arg is removed:
+                continue  # `self.pins.remove(p)` after `p.release()`: only its identity is looked up
             if mode == "own" and not isinstance(arg, ConditionalExpr):
                 handed.append(self.ev(arg))
             elif mode == "own":
@@ -412,6 +415,8 @@ class ExpressionsMixin(OwnershipBase):
                 self.pop_tested([name])
         moved_in = any(self.owns(v) for v in handed)
         self.deferred_release(e, receiver_type)
+        if removed is not None:
+            self.removed_entry(removed)
         if generic is not None and sum(1 for v in handed if self.owns(v)) > 1 \
                 and classify(generic) is not None:
             self.report(e.line, e.column, codes.UNTRACKED.code,
@@ -512,6 +517,37 @@ class ExpressionsMixin(OwnershipBase):
         for (owner, field), place in self.s.places.items():
             if owner is receiver and field in fields and self.s.st is not None:
                 self.s.st[place] = NOTHING_FACTS
+
+    def entry_removed_by(self, e: CallExpr) -> NameExpr | None:
+        """`self.pins.remove(p)` / `.discard(p)` of a loop target `p` over entries of `self.pins`."""
+        callee = e.callee
+        if not (isinstance(callee, MemberExpr) and callee.name in ("remove", "discard") and len(e.args) == 1
+                and isinstance(e.args[0], NameExpr)) or self.s.st is None:
+            return None
+        var = self.local_var(e.args[0])
+        marker = self.s.entry_of.get(var) if var is not None else None
+        if marker is None or self.s.entries.get(marker) != spelled(callee.expr):
+            return None
+        return e.args[0]
+
+    def removed_entry(self, arg: NameExpr) -> None:
+        """The entry `arg` names is out of its container.
+
+        Before `p.release()`, `p` becomes the owner; after it, the released entry
+        is no longer stored, so the container need not be emptied for it."""
+        var = self.local_var(arg)
+        marker = self.s.entry_of.get(var) if var is not None else None
+        if var is None or marker is None or self.s.st is None:
+            return
+        facts = self.facts(var)
+        if any(f[0] == ENTRY for f in facts):
+            del self.s.entry_of[var]
+            self.s.st[var] = frozenset({(HELD, arg.line, arg.column, _noun(facts))})
+            return
+        released = {f[1] for f in facts if f[0] == RELEASED}
+        if released:
+            self.s.st[marker] = frozenset(f for f in self.s.st.get(marker, ()) if f[1] not in released) \
+                or NOTHING_FACTS
 
     def deferred_release(self, e: CallExpr, receiver_type: Type | None) -> None:
         """`stack.callback(probe.release)`: the exit stack releases `probe` when it unwinds, so until then

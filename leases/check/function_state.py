@@ -32,7 +32,7 @@ class FunctionState:
         "loop_locals_cache", "locals", "refs", "return_lends", "returns_any", "return_tracks", "exit_state",
         "places", "place_bases", "discharging", "place_nouns", "container_places", "slots", "links",
         "markers", "slot_markers", "pop_markers", "entry_of", "entries", "aliases", "takes", "take_aliases", "contents", "view_slots",
-        "copies", "view_displays",
+        "copies", "subsets", "view_displays",
     )
 
     mod: ModuleChecker
@@ -110,6 +110,9 @@ class FunctionState:
     list(self.pins)`, `self.done.extend(self.pins)`) and the local that copy is in (None: a field):
     clearing the container then completes a move, and the local owns the entries."""
 
+    subsets: dict[Var, str]
+    """Local bound to a filtered copy of an outliving container (`old = [p for p in self.pins if
+    p.stale]`) -> that container's spelling: a loop over the local releases the container's entries."""
     view_displays: int
     """Above zero while evaluating a value bound to a name or returned as a declared list of views
     (`views: list[Borrowed[Lease[...]]] = [...]`): a borrowed item of a display lends."""
@@ -155,6 +158,7 @@ class FunctionState:
         self.contents = {}
         self.view_slots = {}
         self.copies = {}
+        self.subsets = {}
         self.view_displays = 0
 
 
