@@ -16,6 +16,7 @@ from mypy.argmap import map_actuals_to_formals
 from mypy.nodes import (
     ARG_STAR,
     ARG_STAR2,
+    AssignmentStmt,
     CallExpr,
     ClassDef,
     ConditionalExpr,
@@ -251,13 +252,16 @@ class CallModel:
 
 
 def takes_out_of_self(method: FuncDef) -> bool:
-    """Whether every `return` of `method` gives None or an item it pops out of a field of `self`
-    (`return self._items.pop() if self._items else None`), and one gives an item: a generic
-    container's take-out, whose caller owns the item as after `list.pop()`."""
+    """Whether every `return` of `method` gives None or what it takes out of a field of `self` (`return
+    self._items.pop() if self._items else None`, or `out = self._items; self._items = []; return out`),
+    and one gives something: a generic container's take-out, whose caller owns the result as after
+    `list.pop()`."""
     if not method.arguments or method.is_static:
         return False
     receiver = method.arguments[0].variable
     returns: list[Expression | None] = []
+    bound: dict[Var, list[Expression]] = {}  # local -> what it is assigned
+    reset: set[str] = set()  # fields of the receiver assigned in the body
     stack: list[Node] = list(method.body.body)
     while stack:
         node = stack.pop()
@@ -265,8 +269,18 @@ def takes_out_of_self(method: FuncDef) -> bool:
             continue
         if isinstance(node, ReturnStmt):
             returns.append(node.expr)
+        if isinstance(node, AssignmentStmt):
+            for target in node.lvalues:
+                if isinstance(target, NameExpr) and isinstance(target.node, Var):
+                    bound.setdefault(target.node, []).append(node.rvalue)
+                elif _field_of(target, receiver):
+                    assert isinstance(target, MemberExpr)
+                    reset.add(target.name)
         stack.extend(children(node))
-    verdicts = [_take_out(r, receiver) for r in returns]
+    moved = {var for var, values in bound.items()  # `out = self.items; self.items = []`: moved out
+             if all(isinstance(v, MemberExpr) and _field_of(v, receiver) and v.name in reset for v in values)}
+    verdicts = [True if isinstance(r, NameExpr) and r.node in moved else _take_out(r, receiver)
+                for r in returns]
     return bool(verdicts) and all(v is not False for v in verdicts) and any(v is True for v in verdicts)
 
 

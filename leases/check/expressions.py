@@ -983,7 +983,8 @@ class ExpressionsMixin(OwnershipBase):
             return OTHER
         kind = classify(t)
         receiver = self.s.types.get(call.callee.expr) if isinstance(call.callee, MemberExpr) else None
-        if kind is None and holds_owned(t) and self.s.calls.returns_owned_container(call, receiver):
+        if kind is None and holds_owned(t) and (self.s.calls.returns_owned_container(call, receiver)
+                                                or self.module_take_out(call)):
             return Value("display", at.line, at.column, noun=items_noun(t),
                          source=self.s.calls.callee_name(call))
         if kind is None:
