@@ -264,13 +264,8 @@ class CompoundMixin(OwnershipBase):
     def copy_of(self, container: Expression) -> str | None:
         """The spelling of the container a local holds a live copy of every entry of (`batch =
         list(self.pending)`, not cleared since), else None."""
-        var = self.local_var(container) if isinstance(container, NameExpr) else None
-        if var is None or self.s.st is None:
-            return None
-        for name, (marker, into) in self.s.copies.items():
-            if into is var and any(f[0] == HELD for f in self.s.st.get(marker, ())):
-                return name
-        return None
+        found = self.copy_held_by(self.local_var(container) if isinstance(container, NameExpr) else None)
+        return found[0] if found is not None else None
 
     def anonymous_container(self, v: Value) -> Var | None:
         """`for lease in make_batch():` over a container of owned values handed over by a call:

@@ -108,7 +108,9 @@ class FunctionState:
     copies: dict[str, tuple[Var, Var | None]]
     """Container spelling -> the marker held while a copy of all its entries exists (`out =
     list(self.pins)`, `self.done.extend(self.pins)`) and the local that copy is in (None: a field):
-    clearing the container then completes a move, and the local owns the entries."""
+    clearing the container then completes a move, and the local owns the entries. Entries stay
+    after a move: the map is per function, not per path, so the marker's facts on each path say
+    whether the copy is still live there (`OwnershipBase.copy_held_by`)."""
 
     subsets: dict[Var, str]
     """Local bound to a filtered copy of an outliving container (`old = [p for p in self.pins if

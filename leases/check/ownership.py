@@ -536,6 +536,16 @@ class OwnershipBase:
         self.s.copies[name] = (marker, into)
         self.s.st[marker] = frozenset({(HELD, line, column, items_noun(self.s.types.get(source)))})
 
+    def copy_held_by(self, var: Var | None) -> tuple[str, Var] | None:
+        """The spelling of the container whose entries the local `var` holds a live copy of, and
+        the copy's marker (`batch = list(self.pending)`, not cleared since), else None."""
+        if var is None or self.s.st is None:
+            return None
+        for name, (marker, into) in self.s.copies.items():
+            if into is var and any(f[0] == HELD for f in self.s.st.get(marker, ())):
+                return name, marker
+        return None
+
     def copy_completes(self, name: str, line: int, column: int) -> bool:
         """Clearing `name` on every path after a copy of all its entries: the copy takes them over."""
         found = self.s.copies.get(name)

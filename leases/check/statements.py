@@ -220,10 +220,8 @@ class StatementsMixin(CompoundMixin):
         if self.s.st is None or not holds_owned(ret):
             return
         if isinstance(e, NameExpr):
-            var = self.local_var(e)
-            copy = next(((name, m) for name, (m, into) in self.s.copies.items() if into is var and var), None)
-            if copy is None or not any(f[0] == HELD for f in self.s.st.get(copy[1], ())) \
-                    or not any(place.name == copy[0] for place in self.s.container_places):
+            copy = self.copy_held_by(self.local_var(e))
+            if copy is None or not any(place.name == copy[0] for place in self.s.container_places):
                 return
             name = copy[0]
         else:
