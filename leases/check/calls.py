@@ -14,6 +14,8 @@ from typing import Final
 
 from mypy.argmap import map_actuals_to_formals
 from mypy.nodes import (
+    ARG_NAMED,
+    ARG_POS,
     ARG_STAR,
     ARG_STAR2,
     AssignmentStmt,
@@ -26,6 +28,7 @@ from mypy.nodes import (
     FuncDef,
     FuncItem,
     MemberExpr,
+    MypyFile,
     NameExpr,
     Node,
     RefExpr,
@@ -242,6 +245,45 @@ class CallModel:
             return True
         rets = self.declared_returns(e)
         return rets is not None and any(holds_owned(r) for r in rets)
+
+    def parameter_of(self, e: CallExpr, index: int) -> tuple[FuncDef, int, Type | None] | None:
+        """The function that argument `index` of `e` goes to, the position of its parameter there (a
+        method's receiver counted) and the parameter's declared type; None for anything but a plain
+        positional or keyword argument of a function or method defined in source."""
+        node = self.declared(e)
+        fn = node.func if isinstance(node, Decorator) else node
+        if not isinstance(fn, FuncDef) or e.arg_kinds[index] not in (ARG_POS, ARG_NAMED):
+            return None
+        if e.arg_kinds[index] == ARG_NAMED:
+            if e.arg_names[index] not in fn.arg_names:
+                return None
+            position = fn.arg_names.index(e.arg_names[index])
+        elif any(kind != ARG_POS for kind in e.arg_kinds[:index]):
+            return None
+        else:
+            callee = e.callee
+            receiver = self.types.get(callee.expr) if isinstance(callee, MemberExpr) else None
+            bound = isinstance(callee, MemberExpr) and not fn.is_static and not (
+                isinstance(callee.expr, RefExpr) and isinstance(callee.expr.node, MypyFile)) and (
+                fn.is_class or isinstance(get_proper_type(receiver) if receiver is not None else None, Instance))
+            position = index + int(bound)
+        sig = fn.type
+        formal = sig.arg_types[position] if isinstance(sig, CallableType) and position < len(sig.arg_types) else None
+        return fn, position, formal
+
+    def formal_type(self, e: CallExpr, index: int) -> Type | None:
+        """The type the callee's inferred signature gives the parameter that plain positional or
+        keyword argument `index` of `e` binds to (a constructor's: its `__init__`'s), else None."""
+        t = self.types.get(e.callee)
+        ct = get_proper_type(t) if t is not None else None
+        if not isinstance(ct, CallableType) or e.arg_kinds[index] not in (ARG_POS, ARG_NAMED):
+            return None
+        if e.arg_kinds[index] == ARG_NAMED:
+            name = e.arg_names[index]
+            return ct.arg_types[ct.arg_names.index(name)] if name in ct.arg_names else None
+        if any(kind != ARG_POS for kind in e.arg_kinds[:index]) or index >= len(ct.arg_types):
+            return None
+        return ct.arg_types[index]
 
     @staticmethod
     def callee_name(e: CallExpr) -> str:

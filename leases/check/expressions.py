@@ -103,6 +103,11 @@ from leases.check.model import (
 )
 from leases.check.calls import STDLIB_CONTAINERS, takes_out_of_self
 from leases.check.compound import ONE_SHOT
+
+FILLING_METHODS: Final = frozenset({"extend", "extendleft", "update"})
+"""Methods of the standard containers that store every item of the container they are given."""
+MUTABLE_CONTAINERS: Final = ("typing.MutableSequence", "typing.MutableMapping", "typing.MutableSet")
+"""A parameter declared one of these (a `list`, `dict`, `set`, `deque` ...) may be stored into."""
 from leases.check.ownership import OwnershipBase
 from leases.check.walk import children, target_names
 
@@ -383,7 +388,8 @@ class ExpressionsMixin(OwnershipBase):
         absorbed = False
         pure = isinstance(callee, NameExpr) and callee.fullname.startswith("builtins.")  # len(q)
         removed = self.entry_removed_by(e)
-        for arg, mode in zip(e.args, modes):
+        may_fill: list[Expression] = []
+        for index, (arg, mode) in enumerate(zip(e.args, modes)):
             if self.s.st is None:
                 return OTHER
             if arg is removed:
@@ -400,20 +406,31 @@ class ExpressionsMixin(OwnershipBase):
             elif mode == "untyped":
                 self.sink(arg, self.untyped_argument)
             elif not pure and self.held_local_container(arg) is not None:
-                self.transfer(self.ev(arg), "passing it on", e.line)  # the callee drains it or keeps it
+                if self.hands_container(e, index):
+                    self.transfer(self.ev(arg), "passing it on", e.line)
+                else:
+                    self.lend(self.ev(arg))  # still the caller's: it may still hold them all
+            elif not pure and isinstance(arg, (ListExpr, SetExpr, DictExpr, ConditionalExpr)) \
+                    and self.hands_container(e, index):
+                self.sink(arg, lambda v: self.transfer(v, "passing it on", e.line))  # `settle_all([a, b])`
+            elif not pure and self.fillable(e, index, arg):
+                self.lend(self.ev(arg))
+                may_fill.append(arg)
             elif generic is not None and not isinstance(arg, ConditionalExpr):
                 v = self.ev(arg)
                 if v.kind == "awaitable":
                     absorbed = True
                 else:
-                    self.lend(v)
+                    self.lend_argument(v)
             else:
-                self.sink(arg, self.lend)
+                self.sink(arg, self.lend_argument)
             if mode != "own" and not pure:  # `len(pins)`, `print(pins)` change nothing
                 self.forget_container(arg)
             if (name := spelled(arg)) is not None and not pure:
                 self.pop_tested([name])
         moved_in = any(self.owns(v) for v in handed)
+        for arg in may_fill:
+            self.filled(arg, self.s.types.get(arg), e.line)  # `fill(batch)`: it may now hold what the callee put in
         self.deferred_release(e, receiver_type)
         if removed is not None:
             self.removed_entry(removed)
@@ -496,6 +513,42 @@ class ExpressionsMixin(OwnershipBase):
                             f"@linear, so nothing tracks it afterwards; make it @linear")
             return NEW
         return result
+
+    def lend_argument(self, v: Value) -> None:
+        """An argument the callee only reads: a display of owned values made for it is discarded after."""
+        if v.kind == "display" and v.source == "a display":
+            self.report(v.line, v.column, codes.DISCARDED.code,
+                        f"{v.noun} put in a display at line {v.line} is discarded with it: the call "
+                        f"only lends the container; name it, or hand the values on")
+        self.lend(v)
+
+    def hands_container(self, e: CallExpr, index: int) -> bool:
+        """Whether passing a local container of owned values as argument `index` of `e` hands it on:
+        to the constructor of a `@linear` class (the instance keeps it), or to a parameter that a
+        function of this module empties on every normal exit (`FunctionChecker.drained_by`). Passed
+        anywhere else it is lent: a container parameter is its caller's, who still answers for what
+        is left in it."""
+        callee = e.callee
+        if isinstance(callee, RefExpr) and isinstance(callee.node, TypeInfo):
+            return classify(self.s.types.get(e)) is not None and holds_owned(self.s.calls.formal_type(e, index))
+        if isinstance(callee, MemberExpr) and callee.name in FILLING_METHODS:
+            recv = self.s.types.get(callee.expr)
+            rp = get_proper_type(recv) if recv is not None else None
+            if isinstance(rp, Instance) and rp.type.module_name in STDLIB_CONTAINERS:
+                return True  # `self.pending.extend(fresh)`, `keyed.update({k: lease})`
+        found = self.s.calls.parameter_of(e, index)
+        return found is not None and found[1] in self.rules.drained_by(found[0])
+
+    def fillable(self, e: CallExpr, index: int, arg: Expression) -> bool:
+        """Whether argument `index` of `e` is a local container of owned values, not yet holding any,
+        that the callee may store owned values into: its parameter is declared a mutable container
+        of them (`def fill(out: list[Lease[Full, Held]])`)."""
+        if not isinstance(arg, NameExpr) or self.local_var(arg) is None or not holds_owned(self.s.types.get(arg)):
+            return False
+        found = self.s.calls.parameter_of(e, index)
+        formal = get_proper_type(found[2]) if found is not None and found[2] is not None else None
+        return isinstance(formal, Instance) and holds_owned(formal) and any(
+            formal.type.has_base(base) for base in MUTABLE_CONTAINERS)
 
     def handed_on_container(self, v: Value) -> bool:
         """Whether `v` names a local container of owned values handed on whole on every path."""

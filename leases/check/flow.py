@@ -145,6 +145,34 @@ class FunctionChecker(
         cache[method] = found
         return found
 
+    def drained_by(self, fn: FuncDef) -> frozenset[int]:
+        """The positions of the parameters holding containers of owned values that a function of
+        this module empties on every normal exit: releases or hands on each entry and takes it out,
+        clears the container, or keeps it whole (`def settle_all(batch: list[Lease[...]])`).
+
+        A caller's local container passed there is handed on; passed anywhere else it stays the
+        caller's. Read by analysing the function again, silently, as `discharged_by` does, and for
+        the same reason only for functions of the module being checked.
+        """
+        cache = self.s.mod.drained_params
+        found = cache.get(fn)
+        if found is not None:
+            return found
+        cache[fn] = frozenset()
+        module = fn.info.module_name if fn.info is not FUNC_NO_INFO else fn.fullname.rpartition(".")[0]
+        if module != self.s.mod.tree.fullname or fn.is_trivial_body:
+            return frozenset()
+        helper = FunctionChecker(self.s.mod.shadow(), fn, fn.body.body, frozenset())
+        helper.run()
+        ends = [state for kind, state, _ in helper.s.exits if kind in ("end", "return")]
+        found = frozenset(
+            i for i, arg in enumerate(fn.arguments)
+            if (marker := helper.s.contents.get(arg.variable)) is not None
+            and not any(f[0] == HELD for state in ends for f in state.get(marker, ()))
+        )
+        cache[fn] = found
+        return found
+
 
 
 def check_tree(

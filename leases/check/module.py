@@ -60,6 +60,9 @@ class ModuleChecker:
         self.helper_fields: dict[FuncItem, frozenset[str]] = {}
         """Helper methods of this module's classes -> the owned fields of their receiver each
         discharges on every normal exit (`leases.check.flow.FunctionChecker.discharged_by`)."""
+        self.drained_params: dict[FuncItem, frozenset[int]] = {}
+        """Functions of this module -> the positions of the container parameters each empties on
+        every normal exit (`leases.check.flow.FunctionChecker.drained_by`)."""
 
     def shadow(self) -> ModuleChecker:
         """A copy that drops what is reported or enqueued through it: for analysing a body again only to

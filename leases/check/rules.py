@@ -36,6 +36,10 @@ class Rules(Protocol):
         """The owned fields of its receiver a helper method discharges on every normal exit (`flow`)."""
         ...
 
+    def drained_by(self, fn: FuncDef) -> frozenset[int]:
+        """The positions of the container parameters a function of this module empties on every normal exit (`flow`)."""
+        ...
+
     def block(self, b: Block) -> None:
         """Analyse a block of statements from the current state (`statements`)."""
         ...
