@@ -78,6 +78,7 @@ from leases.check.facts import (
     NOTHING_FACTS,
     OTHER,
     RELEASED,
+    TUPLE_NOUN,
     UNKNOWN,
     Value,
     slot_of,
@@ -93,6 +94,7 @@ from leases.check.facts import (
     same,
 )
 from leases.check.model import (
+    tuple_or_none,
     KEYED_CONTAINERS,
     holds_owned,
     LEASE,
@@ -709,9 +711,10 @@ class CompoundMixin(OwnershipBase):
         subject = self.local_var(s.subject)
         if items is None:
             v = self.rules.ev(s.subject)
-            if v.kind == "fresh" and subject is None and self.s.st is not None:
-                subject = Var("match subject", None)  # `match self.reserve.pop(k, None):` owns the value
-                self.s.st[subject] = frozenset({(HELD, v.line, v.column, v.noun)})
+            if v.kind in ("fresh", "tuple") and subject is None and self.s.st is not None:
+                # `match self.reserve.pop(k, None):`, `match take_pair():` owns the value
+                subject = Var("match subject", self.s.types.get(s.subject))
+                self.s.st[subject] = frozenset({(HELD, v.line, v.column, v.noun if v.kind == "fresh" else TUPLE_NOUN)})
                 temps.append(subject)
             else:
                 self.lend(v)
@@ -741,6 +744,9 @@ class CompoundMixin(OwnershipBase):
                 if subject is not None and presence is not None and (
                         presence is True and _covers(pattern, subject_type) or presence is False):
                     remaining = self.narrow(remaining, subject, present=not presence)
+                if presence is False and arity is None and items is None:
+                    held = tuple_or_none(subject_type)  # after `case None:`, `case (a, b):` takes the rest
+                    arity = len(held.items) if held is not None else None
                 if items is not None and isinstance(pattern, SequencePattern):
                     remaining = self.remaining_items(pattern, items, remaining)
                 if enum_left is not None:
@@ -791,8 +797,8 @@ class CompoundMixin(OwnershipBase):
                          temps: list[Var]) -> list[Value] | None:
         """`case (a, b):` on a name holding a tuple of owned values: move it into one temporary per item."""
         var = whole.var
-        proper = get_proper_type(subject_type) if subject_type is not None else None
-        if var is None or self.s.st is None or not isinstance(proper, TupleType) \
+        proper = tuple_or_none(subject_type)  # a `tuple[...] | None` subject is a tuple in this case
+        if var is None or self.s.st is None or proper is None \
                 or len(proper.items) != len(p.patterns) \
                 or any(isinstance(sub, StarredPattern) for sub in p.patterns) \
                 or not any(f[0] == HELD for f in self.facts(var)):

@@ -99,6 +99,7 @@ from leases.check.model import (
     owned_fields,
     owned_item,
     owned_tuple,
+    tuple_or_none,
     is_weak_owner,
 )
 from leases.check.calls import STDLIB_CONTAINERS, takes_out_of_self
@@ -156,6 +157,9 @@ class ExpressionsMixin(OwnershipBase):
             nouns: list[str] = []
 
             def store(v: Value) -> None:
+                if isinstance(e, TupleExpr) and self.container_value(v):
+                    self.untracked_flow(v, "a tuple as one of its items")
+                    return
                 if v.kind == "display":
                     nouns.append(v.noun)
                 elif self.owns(v):
@@ -352,9 +356,9 @@ class ExpressionsMixin(OwnershipBase):
         self.s.st = head
         spent = self.rules.spendable(*modes[0]) if len(g.sequences) == 1 and not g.condlists[0] else None
         targets = [v for v in map(self.local_var, target_names(g.indices[0])) if v is not None]
-        if spent is not None and stored and end is not None \
+        if spent is not None and targets and end is not None \
                 and not any(f[0] == ENTRY for v in targets for f in end.get(v, ())):
-            head[spent] = NOTHING_FACTS  # `out.extend(p for p in self.pins)`: every entry was handed on
+            head[spent] = NOTHING_FACTS  # `out.extend(p for p in self.pins)`, `[p.release() for p in pins]`
         return stored[0] if stored else ""
 
 
@@ -513,6 +517,14 @@ class ExpressionsMixin(OwnershipBase):
                             f"@linear, so nothing tracks it afterwards; make it @linear")
             return NEW
         return result
+
+    def container_value(self, v: Value) -> bool:
+        """Whether `v` is a container of owned values this function answers for: a display of them,
+        or a local holding them (`batch` after `batch = [ledger.acquire(...)]`)."""
+        if v.kind == "display":
+            return True
+        return v.kind == "var" and v.var is not None and v.var not in self.s.container_places \
+            and holds_owned(v.var.type) and any(f[0] == HELD for f in self.facts(v.var))
 
     def lend_argument(self, v: Value) -> None:
         """An argument the callee only reads: a display of owned values made for it is discarded after."""
@@ -1028,8 +1040,8 @@ class ExpressionsMixin(OwnershipBase):
     def call_result(self, call: CallExpr, t: Type | None, at: Expression) -> Value:
         if self.s.st is None or t is None:
             return OTHER
-        p = get_proper_type(t)
-        if isinstance(p, TupleType):
+        p = tuple_or_none(t) or get_proper_type(t)
+        if isinstance(p, TupleType):  # `-> tuple[Lease[...], Lease[...]] | None`: held until tested or unpacked
             nouns = tuple((k.noun if (k := classify(item)) else None) for item in p.items)
             if any(nouns) and self.s.calls.returns_owned(call) == "owned":
                 return Value("tuple", at.line, at.column, items=nouns, source=self.s.calls.callee_name(call))

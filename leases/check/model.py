@@ -16,6 +16,7 @@ from mypy.types import (
     AnyType,
     CallableType,
     Instance,
+    NoneType,
     ProperType,
     TupleType,
     Type,
@@ -157,6 +158,15 @@ def owned_tuple(t: Type | None) -> bool:
     """Whether `t` is a tuple type with an item of a tracked type (`tuple[Lease[Full, Held], int]`)."""
     p = get_proper_type(t) if t is not None else None
     return isinstance(p, TupleType) and any(classify(item) is not None for item in p.items)
+
+
+def tuple_or_none(t: Type | None) -> TupleType | None:
+    """The tuple type of `t` or of `t | None` (`tuple[Lease[Full, Held], Lease[Full, Held]] | None`), else None."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, UnionType):
+        rest = [x for x in map(get_proper_type, p.items) if not isinstance(x, NoneType)]
+        p = rest[0] if len(rest) == 1 else None
+    return p if isinstance(p, TupleType) else None
 
 
 def mentions_owned(t: Type | None, depth: int = 0) -> bool:

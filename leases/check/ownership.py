@@ -64,6 +64,7 @@ from leases.check.model import (
     is_linear_info,
     is_weak_owner,
     owned_item,
+    tuple_or_none,
     tracks_anywhere,
 )
 from leases.check.rules import Rules
@@ -166,8 +167,8 @@ class OwnershipBase:
         """An owned value flows into `where`, which the checker cannot follow: `lease-untracked`."""
         if self.s.st is None:
             return
-        if v.kind in ("fresh", "tuple", "awaitable", "unknown"):
-            what = {"fresh": v.noun, "tuple": TUPLE_NOUN, "unknown": v.noun,
+        if v.kind in ("fresh", "tuple", "awaitable", "unknown", "display"):
+            what = {"fresh": v.noun, "tuple": TUPLE_NOUN, "unknown": v.noun, "display": f"{v.noun} container",
                     "awaitable": f"Awaitable of {v.noun or 'owned values'}"}[v.kind]
             self.report(v.line, v.column, codes.UNTRACKED.code,
                         f'{what} from "{v.source}" flows into {where}, which leasecheck cannot '
@@ -839,6 +840,12 @@ class OwnershipBase:
             return False
         source = f"the unpacking of {v.var.name}"
         self.transfer(v, "unpacking it", line)
+        held = tuple_or_none(v.var.type)
+        for i, item in enumerate(target.items):
+            kind = classify(held.items[i]) if held is not None and i < len(held.items) else None
+            if isinstance(item, NameExpr) and item.name == "_" and kind is not None:
+                self.report(item.line, item.column, codes.DISCARDED.code,
+                            f'{kind.noun} at index {i} of "{v.var.name}" is unpacked into "_" and discarded')
         for item, noun in zip(target.items, nouns):
             self.bind(item, Value("fresh", v.line, v.column, noun=noun, source=source) if noun else OTHER, line)
         return True
