@@ -354,9 +354,13 @@ class CompoundMixin(OwnershipBase):
                 return held[0]
         return None
 
-    def copy_source(self, e: Expression) -> Expression | None:
+    def copy_source(self, e: Expression, values: bool = False) -> Expression | None:
         """The container `e` copies every entry of: `list(c)`, `sorted(c)`, `c.copy()`,
-        `[p for p in c]`, `(p for p in c)`, or `c` itself; None if `e` is none of those."""
+        `[p for p in c]`, `(p for p in c)`, or `c` itself; None if `e` is none of those.
+        With `values`, a mapping `e` is read for its values (`self.table.update(batch)`)."""
+        if values and not isinstance(e, CallExpr):
+            source = self.iterated_container(e, viewed=True)
+            return source if source is not None and self.container_mode(source) == "entry" else None
         if isinstance(e, (ListComprehension, GeneratorExpr)):
             g = e.generator if isinstance(e, ListComprehension) else e
             if len(g.sequences) != 1 or g.condlists[0] or not isinstance(g.left_expr, NameExpr):

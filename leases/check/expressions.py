@@ -56,6 +56,7 @@ from mypy.types import (
 
 from leases.check import codes
 from leases.check.facts import (
+    BORROWED,
     ENTRY,
     HELD,
     MOVED,
@@ -229,6 +230,9 @@ class ExpressionsMixin(OwnershipBase):
             var = self.local_var(e.target)
             return Value("var", e.line, e.column, var=var) if var is not None else OTHER
         if isinstance(e, AwaitExpr):
+            self.s.awaited.add(e.expr)
+            if isinstance(e.expr, CallExpr):
+                self.s.awaited.update(e.expr.args)  # `await asyncio.gather(settle(a), settle(b))`
             inner = self.ev(e.expr)
             if inner.kind == "awaitable":
                 self.suspension("await", e.line)
@@ -429,7 +433,8 @@ class ExpressionsMixin(OwnershipBase):
             else:
                 self.sink(arg, self.lend_argument)
             if mode != "own" and not pure:  # `len(pins)`, `print(pins)` change nothing
-                self.forget_container(arg)
+                self.forget_container(arg, emptied=self.hands_container(e, index) and not (
+                    isinstance(callee, MemberExpr) and callee.name in FILLING_METHODS))
             if (name := spelled(arg)) is not None and not pure:
                 self.pop_tested([name])
         moved_in = any(self.owns(v) for v in handed)
@@ -443,6 +448,11 @@ class ExpressionsMixin(OwnershipBase):
             self.report(e.line, e.column, codes.UNTRACKED.code,
                         f'"{self.s.calls.callee_name(e)}" takes several owned values and returns one; '
                         f"leasecheck cannot follow the others: release them here or hand each on")
+        if moved_in and e not in self.s.awaited and _is_coroutine(self.s.types.get(e)):
+            self.report(e.line, e.column, codes.UNTRACKED.code,
+                        f'"{self.s.calls.callee_name(e)}" takes an owned value into a coroutine that is not '
+                        f"awaited where it is made; if it never runs (a task cancelled before it starts, "
+                        f"a coroutine dropped) nothing releases the value: await the call here")
         for v in handed:
             self.transfer(v, "passing it to an owning parameter", e.line)
         if receiver is not None and self.s.st is not None:
@@ -483,8 +493,8 @@ class ExpressionsMixin(OwnershipBase):
                 self.helper_discharges(receiver.var, callee.name, receiver_type)
             if moved_in and isinstance(callee, MemberExpr):
                 self.filled(callee.expr, receiver_type, e.line)
-            if callee.name == "extend" and len(e.args) == 1 and self.items_track(callee.expr) \
-                    and (source := self.rules.copy_source(e.args[0])) is not None:
+            if callee.name in ("extend", "update") and len(e.args) == 1 and self.items_track(callee.expr) \
+                    and (source := self.rules.copy_source(e.args[0], values=callee.name == "update")) is not None:
                 into = self.local_var(callee.expr) if isinstance(callee.expr, NameExpr) else None
                 self.copied(source, into, e.line, e.column)  # `self.done.extend(self.pins)`
         if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
@@ -678,13 +688,14 @@ class ExpressionsMixin(OwnershipBase):
                          slot=slot_of(callee.expr, e.args[0]))
         return OTHER
 
-    def forget_container(self, arg: Expression) -> None:
-        """A container handed to a call may be refilled or drained there: its slots are unknown."""
+    def forget_container(self, arg: Expression, emptied: bool) -> None:
+        """A container handed to a call may be refilled or drained there: its slots are unknown, and
+        where the callee empties it (`emptied`, see `hands_container`) it holds nothing after."""
         if not isinstance(arg, (NameExpr, MemberExpr)) or container_item(self.s.types.get(arg)) is None:
             return
         contents = self.held_contents(arg)
-        if contents is not None and self.s.st is not None:
-            self.s.st[contents] = NOTHING_FACTS  # the callee may have drained it
+        if contents is not None and self.s.st is not None and emptied:
+            self.s.st[contents] = NOTHING_FACTS
         name = spelled(arg)
         if name is not None:
             self.forget_slots(name)
@@ -739,8 +750,29 @@ class ExpressionsMixin(OwnershipBase):
             self.report(line, column, codes.LEAK.code,
                         f'Storing under "{slot}" {modal} the {noun} already there (stored or found by a test '
                         f"at line {held[0]}), which is then never released")
+        else:
+            self.stored_over_view(slot, line, column)
         noun = _noun_of_container(self.s.types.get(container))
         self.s.st[marker] = frozenset({(HELD, line, column, noun)})
+
+    def stored_over_view(self, slot: str, line: int, column: int) -> None:
+        """`cur = c.get(k)`, then `c[k] = owned` on a path where `cur` may be what is there: the store
+        drops it (a test that found it None, or `del c[k]` first, makes the store safe)."""
+        assert self.s.st is not None
+        popped = self.s.st.get(self.marker(slot), NOTHING_FACTS)
+        if popped and all(f[0] == MOVED for f in popped):
+            return  # `old = c.pop(k, None)` first: what the view saw is out
+        for var, borrowed_from in self.s.slots.items():
+            facts = self.s.st.get(var, NOTHING_FACTS)
+            if borrowed_from != slot or not any(f[0] == BORROWED for f in facts):
+                continue
+            modal = "overwrites" if all(f[0] == BORROWED for f in facts) else "may overwrite"
+            noun = next(f[3] for f in facts if f[0] == BORROWED) or "value"
+            self.report(line, column, codes.LEAK.code,
+                        f'Storing under "{slot}" {modal} the {noun} "{var.name}" read from there, which '
+                        f"is then never released; take it out first (old = "
+                        f"{slot.partition('[')[0]}.pop(...)) and release it")
+            return
 
     def popped(self, container: Expression, e: CallExpr, receiver_type: Type | None) -> None:
         """`d.pop(k)` of a dict: popping the same key again takes nothing this function stored."""
@@ -1083,3 +1115,10 @@ def _mapping_lookup(t: Type | None) -> bool:
 
 def _noun(facts: frozenset[tuple[str, int, int, str]]) -> str:
     return next((f[3] for f in facts if f[3]), "Lease")
+
+
+def _is_coroutine(t: Type | None) -> bool:
+    """Whether `t` is the coroutine a call of an `async def` returns."""
+    p = get_proper_type(t) if t is not None else None
+    return isinstance(p, Instance) and p.type.fullname == "typing.Coroutine"
+

@@ -32,7 +32,7 @@ class FunctionState:
         "loop_locals_cache", "locals", "refs", "return_lends", "returns_any", "return_tracks", "exit_state",
         "places", "place_bases", "discharging", "place_nouns", "container_places", "slots", "links",
         "markers", "slot_markers", "pop_markers", "entry_of", "entries", "aliases", "takes", "take_aliases", "contents", "view_slots",
-        "copies", "subsets", "view_displays",
+        "copies", "subsets", "view_displays", "awaited",
     )
 
     mod: ModuleChecker
@@ -112,6 +112,11 @@ class FunctionState:
     after a move: the map is per function, not per path, so the marker's facts on each path say
     whether the copy is still live there (`OwnershipBase.copy_held_by`)."""
 
+    awaited: set[Expression]
+    """Calls awaited where they are made (`await f(x)`, and the calls given to an awaited
+    `asyncio.gather(...)` or `asyncio.wait_for(...)`): a coroutine that takes an owned value and is
+    not among them may never run (`lease-untracked`)."""
+
     subsets: dict[Var, str]
     """Local bound to a filtered copy of an outliving container (`old = [p for p in self.pins if
     p.stale]`) -> that container's spelling: a loop over the local releases the container's entries."""
@@ -162,6 +167,7 @@ class FunctionState:
         self.copies = {}
         self.subsets = {}
         self.view_displays = 0
+        self.awaited = set()
 
 
 def _collect_locals(fn: FuncItem, body: list[Statement]) -> tuple[set[Var], Counter[Var]]:

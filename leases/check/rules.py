@@ -60,8 +60,9 @@ class Rules(Protocol):
         """What a loop over `container` spends when it consumes or hands on every item (`compound`)."""
         ...
 
-    def copy_source(self, e: Expression) -> Expression | None:
-        """The container `e` copies every entry of (`list(c)`, `[p for p in c]`, `c`) (`compound`)."""
+    def copy_source(self, e: Expression, values: bool = False) -> Expression | None:
+        """The container `e` copies every entry of (`list(c)`, `[p for p in c]`, `c`; with `values`, a
+        mapping's values) (`compound`)."""
         ...
 
     def copy_bound(self, target: Expression, rvalue: Expression) -> None:
