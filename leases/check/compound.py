@@ -230,6 +230,8 @@ class CompoundMixin(OwnershipBase):
             self.s.st = dict(head)
             self.pop_tested(list(self.s.pop_markers))
             self.bind_loop_target(s.index, mode, container, s.line)
+            if mode == "entry":
+                self.keyed_entry(s.index, s.expr)
             self.rules.block(s.body)
             frame = self.s.frames[-1]
             if spent is not None and isinstance(frame, LoopFrame):
@@ -429,6 +431,24 @@ class CompoundMixin(OwnershipBase):
         if classify(item) is None:
             return "nested" if owned_item(container_item(item)) else ""
         return "borrowed" if is_borrowed(item) else "entry"
+
+    def keyed_entry(self, target: Expression, it: Expression) -> None:
+        """`for i, p in enumerate(self.spares)`, `for k, p in self.table.items()`: `p` is what
+        `self.spares[i]` (`self.table[k]`) holds, so a store there while `p` may be live drops it."""
+        if not (isinstance(target, TupleExpr) and len(target.items) == 2 and isinstance(it, CallExpr)):
+            return
+        key, item = target.items
+        callee = it.callee
+        if isinstance(callee, NameExpr) and callee.fullname == "builtins.enumerate" and len(it.args) == 1:
+            container = it.args[0]
+        elif isinstance(callee, MemberExpr) and callee.name == "items" and not it.args:
+            container = callee.expr
+        else:
+            return
+        var = self.local_var(item) if isinstance(item, NameExpr) else None
+        slot = slot_of(container, key) if isinstance(key, NameExpr) else ""
+        if var is not None and slot:
+            self.s.slots[var] = slot
 
     def bind_loop_target(self, target: Expression, mode: str, container: Expression | None,
                          line: int) -> None:

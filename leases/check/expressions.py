@@ -6,6 +6,7 @@ from typing import Final
 
 from mypy.nodes import (
     ARG_POS,
+    Node,
     AssertTypeExpr,
     AssignmentExpr,
     AwaitExpr,
@@ -56,6 +57,7 @@ from mypy.types import (
 
 from leases.check import codes
 from leases.check.facts import (
+    TryFrame,
     BORROWED,
     ENTRY,
     HELD,
@@ -255,7 +257,7 @@ class ExpressionsMixin(OwnershipBase):
             noun = self.comprehension(e.generator, None)
             return Value("display", e.line, e.column, noun=noun, source="a comprehension") if noun else OTHER
         if isinstance(e, GeneratorExpr):
-            self.comprehension(e, None)
+            self.comprehension(e, None, built=False)
             return OTHER
         if isinstance(e, DictionaryComprehension):
             noun = self.comprehension(e, e)
@@ -307,8 +309,9 @@ class ExpressionsMixin(OwnershipBase):
         return Value("fresh", at.line, at.column, noun=picked, source=t.source)
 
     def comprehension(self, g: GeneratorExpr | DictionaryComprehension,
-                      dict_comp: DictionaryComprehension | None) -> str:
-        """Analyse a comprehension; the noun of the owned values it stores in its result ("" if none)."""
+                      dict_comp: DictionaryComprehension | None, built: bool = True) -> str:
+        """Analyse a comprehension; the noun of the owned values it stores in its result ("" if none).
+        `built`: a list, set or dict comprehension (all its items exist at once), not a generator."""
         modes = [self.rules.iteration(seq) for seq in g.sequences]
         self.lend(self.ev(g.sequences[0]))
         if self.s.st is None:
@@ -358,6 +361,8 @@ class ExpressionsMixin(OwnershipBase):
             self.s.muted -= 1
         end = one_pass(head)
         self.s.st = head
+        if stored and built:
+            self.partial_comprehension(g, stored[0])
         spent = self.rules.spendable(*modes[0]) if len(g.sequences) == 1 and not g.condlists[0] else None
         targets = [v for v in map(self.local_var, target_names(g.indices[0])) if v is not None]
         if spent is not None and targets and end is not None \
@@ -365,6 +370,18 @@ class ExpressionsMixin(OwnershipBase):
             head[spent] = NOTHING_FACTS  # `out.extend(p for p in self.pins)`, `[p.release() for p in pins]`
         return stored[0] if stored else ""
 
+
+    def partial_comprehension(self, g: GeneratorExpr | DictionaryComprehension, noun: str) -> None:
+        """`leases = [acquire(r) for r in ranks]` inside a `try`: if a later item's call raises, the
+        items already made are in no name the handler can reach, so they are never released."""
+        made = g.value if isinstance(g, DictionaryComprehension) else g.left_expr
+        if not any(isinstance(f, TryFrame) and f.in_body for f in self.s.frames) \
+                or not _has_call(made):
+            return
+        self.report(g.line, g.column, codes.LEAK.code,
+                    f"If a call in this comprehension raises, the {noun} values it already made are "
+                    f"dropped, and the handler cannot release them; build the container in a loop, "
+                    f"so the handler sees what it holds")
 
     def call(self, e: CallExpr) -> Value:
         special = self.special_call(e)
@@ -741,6 +758,8 @@ class ExpressionsMixin(OwnershipBase):
         slot = slot_of(container, key)
         if not slot or self.s.st is None:
             return
+        if self.overwrites_list_item(container, line, column):
+            return
         marker = self.marker(slot)
         facts = self.s.st.get(marker, NOTHING_FACTS)
         held = sorted(f[1] for f in facts if f[0] == HELD)
@@ -755,6 +774,21 @@ class ExpressionsMixin(OwnershipBase):
         noun = _noun_of_container(self.s.types.get(container))
         self.s.st[marker] = frozenset({(HELD, line, column, noun)})
 
+    def overwrites_list_item(self, container: Expression, line: int, column: int) -> bool:
+        """`self.leases[rank] = lease` on a list (or deque) of owned values that cannot be None:
+        every index holds a live value, which the store drops."""
+        t = self.s.types.get(container)
+        p = get_proper_type(t) if t is not None else None
+        item = container_item(t)
+        if not (isinstance(p, Instance) and p.type.has_base("typing.MutableSequence")) or item is None \
+                or not owned_item(item) or isinstance(get_proper_type(item), UnionType):
+            return False
+        self.report(line, column, codes.LEAK.code,
+                    f'Storing under an index of "{spelled(container) or "the list"}" drops the '
+                    f"{items_noun(t)} live there (its items cannot be None); pop it out and release it, "
+                    f"or make the items optional")
+        return True
+
     def stored_over_view(self, slot: str, line: int, column: int) -> None:
         """`cur = c.get(k)`, then `c[k] = owned` on a path where `cur` may be what is there: the store
         drops it (a test that found it None, or `del c[k]` first, makes the store safe)."""
@@ -764,10 +798,11 @@ class ExpressionsMixin(OwnershipBase):
             return  # `old = c.pop(k, None)` first: what the view saw is out
         for var, borrowed_from in self.s.slots.items():
             facts = self.s.st.get(var, NOTHING_FACTS)
-            if borrowed_from != slot or not any(f[0] == BORROWED for f in facts):
+            live = (BORROWED, ENTRY)  # a `get()` view, or a loop's entry (`for i, p in enumerate(c)`)
+            if borrowed_from != slot or not any(f[0] in live for f in facts):
                 continue
-            modal = "overwrites" if all(f[0] == BORROWED for f in facts) else "may overwrite"
-            noun = next(f[3] for f in facts if f[0] == BORROWED) or "value"
+            modal = "overwrites" if all(f[0] in live for f in facts) else "may overwrite"
+            noun = next(f[3] for f in facts if f[0] in live) or "value"
             self.report(line, column, codes.LEAK.code,
                         f'Storing under "{slot}" {modal} the {noun} "{var.name}" read from there, which '
                         f"is then never released; take it out first (old = "
@@ -1122,3 +1157,9 @@ def _is_coroutine(t: Type | None) -> bool:
     p = get_proper_type(t) if t is not None else None
     return isinstance(p, Instance) and p.type.fullname == "typing.Coroutine"
 
+
+def _has_call(e: Node) -> bool:
+    """Whether evaluating `e` calls something (which may raise); a lambda's body does not run here."""
+    if isinstance(e, CallExpr):
+        return True
+    return not isinstance(e, LambdaExpr) and any(_has_call(child) for child in children(e))
