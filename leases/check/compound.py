@@ -74,6 +74,7 @@ from leases.check.facts import (
     ENTRY,
     HELD,
     MAX_ITERATIONS,
+    MOVED,
     NOTHING,
     NOTHING_FACTS,
     OTHER,
@@ -225,6 +226,7 @@ class CompoundMixin(OwnershipBase):
         spent = anonymous or self.spendable(mode, container)
         targets = [v for v in map(self.local_var, target_names(s.index)) if v is not None]
         drained: list[bool] = []
+        earlier = self.earlier_releases(mode, container)
 
         def one_pass(head: State) -> tuple[State | None, State | None]:
             self.s.st = dict(head)
@@ -232,6 +234,7 @@ class CompoundMixin(OwnershipBase):
             self.bind_loop_target(s.index, mode, container, s.line)
             if mode == "entry":
                 self.keyed_entry(s.index, s.expr)
+                self.released_before(targets, earlier)
             self.rules.block(s.body)
             frame = self.s.frames[-1]
             if spent is not None and isinstance(frame, LoopFrame):
@@ -431,6 +434,28 @@ class CompoundMixin(OwnershipBase):
         if classify(item) is None:
             return "nested" if owned_item(container_item(item)) else ""
         return "borrowed" if is_borrowed(item) else "entry"
+
+    def earlier_releases(self, mode: str, container: Expression | None) -> tuple[Facts, bool]:
+        """Where an earlier loop released or handed on the entries of `container` that it still holds
+        (`for p in self.pins: p.release()` with no `clear()` since), and whether it did on every
+        path: a loop over them again sees them so."""
+        if mode != "entry" or container is None or self.s.st is None:
+            return NOTHING_FACTS, False
+        name = slot_of(container.base, container.index) if isinstance(container, IndexExpr) else spelled(container)
+        marker = self.s.slot_markers.get(f"{name}[*]") if name else None
+        facts = self.s.st.get(marker, NOTHING_FACTS) if marker is not None else NOTHING_FACTS
+        gone = frozenset(f for f in facts if f[0] in (RELEASED, MOVED))
+        return gone, bool(gone) and gone == facts
+
+    def released_before(self, targets: list[Var], earlier: tuple[Facts, bool]) -> None:
+        """The loop's targets are entries an earlier loop released (or handed on), on every path or on some."""
+        gone, everywhere = earlier
+        if not gone or self.s.st is None:
+            return
+        for var in targets:
+            facts = self.s.st.get(var, NOTHING_FACTS)
+            if any(f[0] == ENTRY for f in facts):
+                self.s.st[var] = gone if everywhere else facts | gone
 
     def keyed_entry(self, target: Expression, it: Expression) -> None:
         """`for i, p in enumerate(self.spares)`, `for k, p in self.table.items()`: `p` is what

@@ -328,6 +328,8 @@ class ExpressionsMixin(OwnershipBase):
                 return
             self.transfer(v, "storing it in a container", line)
 
+        earlier = self.rules.earlier_releases(*modes[0])
+
         def one_pass(head: State) -> State | None:
             self.s.st = dict(head)
             skipped: list[State | None] = []
@@ -335,6 +337,9 @@ class ExpressionsMixin(OwnershipBase):
                 if i > 0:
                     self.lend(self.ev(seq))
                 self.rules.bind_loop_target(index, *modes[i], line)
+                if i == 0:
+                    self.rules.released_before(
+                        [v for v in map(self.local_var, target_names(index)) if v is not None], earlier)
                 for c in conds:
                     t, f = self.rules.cond(c)
                     skipped.append(f)

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from mypy.nodes import Block, Expression, FuncDef, Var
 
-from leases.check.facts import State, Value
+from leases.check.facts import Facts, State, Value
 
 
 class Rules(Protocol):
@@ -54,6 +54,14 @@ class Rules(Protocol):
 
     def bind_loop_target(self, target: Expression, mode: str, container: Expression | None, line: int) -> None:
         """Bind a `for` (or comprehension) target according to `iteration`'s answer (`compound`)."""
+        ...
+
+    def earlier_releases(self, mode: str, container: Expression | None) -> tuple[Facts, bool]:
+        """Where an earlier loop released the entries `container` still holds, and whether on every path (`compound`)."""
+        ...
+
+    def released_before(self, targets: list[Var], earlier: tuple[Facts, bool]) -> None:
+        """Loop targets over entries an earlier loop released see them released (`compound`)."""
         ...
 
     def spendable(self, mode: str, container: Expression | None) -> Var | None:
