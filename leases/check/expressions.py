@@ -6,6 +6,7 @@ from typing import Final
 
 from mypy.nodes import (
     ARG_POS,
+    ARG_STAR,
     Node,
     AssertTypeExpr,
     AssignmentExpr,
@@ -102,6 +103,7 @@ from leases.check.model import (
     owned_fields,
     owned_item,
     owned_tuple,
+    param_mode,
     tuple_or_none,
     is_weak_owner,
 )
@@ -475,6 +477,11 @@ class ExpressionsMixin(OwnershipBase):
                         f'"{self.s.calls.callee_name(e)}" takes an owned value into a coroutine that is not '
                         f"awaited where it is made; if it never runs (a task cancelled before it starts, "
                         f"a coroutine dropped) nothing releases the value: await the call here")
+        if moved_in and isinstance(callee, MemberExpr) and self.module_level(callee.expr):
+            self.report(e.line, e.column, codes.UNTRACKED.code,
+                        f'"{spelled(callee.expr)}" is a module-level container: nothing discharges what '
+                        f"it holds, so leasecheck cannot follow the owned value stored there; keep it "
+                        f'in a @linear holder, or say untracked(..., reason="...")')
         for v in handed:
             self.transfer(v, "passing it to an owning parameter", e.line)
         if receiver is not None and self.s.st is not None:
@@ -580,6 +587,11 @@ class ExpressionsMixin(OwnershipBase):
             rp = get_proper_type(recv) if recv is not None else None
             if isinstance(rp, Instance) and rp.type.module_name in STDLIB_CONTAINERS:
                 return True  # `self.pending.extend(fresh)`, `keyed.update({k: lease})`
+        if e.arg_kinds[index] == ARG_STAR:  # `settle_all(*batch)` into `*leases: Lease[...]`
+            t = self.s.types.get(callee)
+            ct = get_proper_type(t) if t is not None else None
+            return isinstance(ct, CallableType) and any(
+                kind == ARG_STAR and param_mode(formal) == "own" for kind, formal in zip(ct.arg_kinds, ct.arg_types))
         found = self.s.calls.parameter_of(e, index)
         return found is not None and found[1] in self.rules.drained_by(found[0])
 

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from mypy.nodes import (
+    GDEF,
     FUNC_NO_INFO,
     FuncItem,
     CallExpr,
@@ -761,6 +762,9 @@ class OwnershipBase:
             elif isinstance(target.node, Var) and target.node in self.s.enclosing:
                 # `nonlocal slot; slot = lease`: the enclosing function's name, which no rule follows after the call
                 self.untracked_flow(v, f'"{target.name}", a name of the enclosing function')
+            elif self.s.fn is not None and isinstance(target.node, Var):
+                # `global current; current = lease`: a module-level name, which nothing discharges
+                self.untracked_flow(v, f'"{target.name}", a module-level name')
             elif self.s.fn is not None or not isinstance(target.node, Var):
                 self.transfer(v, "storing it outside the function", line)
             else:
@@ -785,7 +789,9 @@ class OwnershipBase:
             self.lend(self.rules.ev(target.base))
             self.lend(self.rules.ev(target.index))
             self.overwrites_view(target, v, line)
-            if self.borrowed_items(target.base):
+            if self.module_level(target.base) and self.owns(v):
+                self.untracked_flow(v, f'"{spelled(target.base)}", a module-level container')
+            elif self.borrowed_items(target.base):
                 self.lend(v)
             elif self.any_items(target.base):
                 self.untracked_flow(v, "a container of Any")
@@ -858,6 +864,12 @@ class OwnershipBase:
             return None
         kind = classify(t)
         return kind.noun if kind is not None else None
+
+    def module_level(self, e: Expression) -> bool:
+        """Whether `e` is a module-level name read inside a function (`HELD` in `HELD.append(x)`):
+        nothing discharges what it holds, so no rule follows a value stored there."""
+        return self.s.fn is not None and isinstance(e, NameExpr) and e.kind == GDEF \
+            and isinstance(e.node, Var) and e.node not in self.s.locals
 
     def borrowed_attribute(self, target: MemberExpr) -> bool:
         """Whether the attribute is declared `Borrowed[...]`: storing there lends."""
