@@ -57,6 +57,7 @@ from leases.check.model import (
     MOVE_OUT_METHODS,
     generator_item,
     holds_owned,
+    without_none,
     consuming_method,
     is_borrowed,
     is_linear_info,
@@ -244,7 +245,7 @@ class CallModel:
         if self.callee_owner(e, receiver_type) in HANDOVERS:
             return True
         rets = self.declared_returns(e)
-        return rets is not None and any(holds_owned(r) for r in rets)
+        return rets is not None and any(holds_owned(without_none(r)) for r in rets)
 
     def parameter_of(self, e: CallExpr, index: int) -> tuple[FuncDef, int, Type | None] | None:
         """The function that argument `index` of `e` goes to, the position of its parameter there (a

@@ -95,6 +95,7 @@ from leases.check.facts import (
     same,
 )
 from leases.check.model import (
+    without_none,
     tuple_or_none,
     KEYED_CONTAINERS,
     holds_owned,
@@ -537,7 +538,7 @@ class CompoundMixin(OwnershipBase):
         if not isinstance(target, NameExpr):
             return
         var = self.local_var(target)
-        if var is None or not owned_item(container_item(_without_none(var.type))):
+        if var is None or not owned_item(container_item(without_none(var.type))):
             return
         base: Expression | None = None
         key: Expression | None = None
@@ -552,7 +553,7 @@ class CompoundMixin(OwnershipBase):
             slot = slot_of(base, key)
             if slot:
                 self.s.view_slots[var] = slot
-                self.setup_contents(var, _without_none(var.type), target.line, target.column, self.s.st)
+                self.setup_contents(var, without_none(var.type), target.line, target.column, self.s.st)
 
     def slot_view(self, item: IndexExpr) -> Var | None:
         """The contents marker of a view of the slot `item` spells (`self.pins[node]`), made if none is."""
@@ -928,15 +929,6 @@ def _iter_item(p: Instance) -> Type | None:
     if isinstance(ret, Instance) and ret.type.fullname in ONE_SHOT and ret.args:
         return ret.args[0]
     return None
-
-
-def _without_none(t: Type | None) -> Type | None:
-    """`list[Lease] | None` (what `d.get(k)` gives) as `list[Lease]`."""
-    p = get_proper_type(t) if t is not None else None
-    if isinstance(p, UnionType):
-        rest = [x for x in p.items if not isinstance(get_proper_type(x), NoneType)]
-        return UnionType.make_union(rest) if rest else t
-    return t
 
 
 def _tuple_arity(t: Type | None) -> int | None:

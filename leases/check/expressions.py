@@ -105,11 +105,15 @@ from leases.check.model import (
     owned_tuple,
     param_mode,
     tuple_or_none,
+    without_none,
     is_weak_owner,
 )
 from leases.check.calls import STDLIB_CONTAINERS, takes_out_of_self
 from leases.check.compound import ONE_SHOT
 
+HEAP_TAKES: Final = frozenset({f"{module}.{name}" for module in ("heapq", "_heapq")
+                              for name in ("heappop", "heappushpop", "heapreplace")})
+"""`heapq` functions that take the smallest item out of the heap they are given (a move, as `pop()`)."""
 FILLING_METHODS: Final = frozenset({"extend", "extendleft", "update"})
 """Methods of the standard containers that store every item of the container they are given."""
 MUTABLE_CONTAINERS: Final = ("typing.MutableSequence", "typing.MutableMapping", "typing.MutableSet")
@@ -235,8 +239,6 @@ class ExpressionsMixin(OwnershipBase):
             return Value("var", e.line, e.column, var=var) if var is not None else OTHER
         if isinstance(e, AwaitExpr):
             self.s.awaited.add(e.expr)
-            if isinstance(e.expr, CallExpr):
-                self.s.awaited.update(e.expr.args)  # `await asyncio.gather(settle(a), settle(b))`
             inner = self.ev(e.expr)
             if inner.kind == "awaitable":
                 self.suspension("await", e.line)
@@ -526,6 +528,11 @@ class ExpressionsMixin(OwnershipBase):
                     and (source := self.rules.copy_source(e.args[0], values=callee.name == "update")) is not None:
                 into = self.local_var(callee.expr) if isinstance(callee.expr, NameExpr) else None
                 self.copied(source, into, e.line, e.column)  # `self.done.extend(self.pins)`
+        if isinstance(callee, RefExpr) and callee.fullname in HEAP_TAKES and e.args:
+            moved = self.moved_out(e, self.s.types.get(e.args[0]))  # `_, lease = heapq.heappop(self.heap)`
+            if moved is not None:
+                self.rules.took_from(e.args[0], e.line, e.column)
+                return moved
         if isinstance(callee, MemberExpr) and callee.name in MOVE_OUT_METHODS:
             moved = self.moved_out(e, receiver_type)
             if moved is not None:
@@ -1132,9 +1139,9 @@ class ExpressionsMixin(OwnershipBase):
             return OTHER
         kind = classify(t)
         receiver = self.s.types.get(call.callee.expr) if isinstance(call.callee, MemberExpr) else None
-        if kind is None and holds_owned(t) and (self.s.calls.returns_owned_container(call, receiver)
-                                                or self.module_take_out(call)):
-            return Value("display", at.line, at.column, noun=items_noun(t),
+        if kind is None and holds_owned(without_none(t)) and (self.s.calls.returns_owned_container(call, receiver)
+                                                              or self.module_take_out(call)):
+            return Value("display", at.line, at.column, noun=items_noun(without_none(t)),
                          source=self.s.calls.callee_name(call))
         if kind is None:
             awaited = awaited_kind(t)

@@ -113,9 +113,9 @@ class FunctionState:
     whether the copy is still live there (`OwnershipBase.copy_held_by`)."""
 
     awaited: set[Expression]
-    """Calls awaited where they are made (`await f(x)`, and the calls given to an awaited
-    `asyncio.gather(...)` or `asyncio.wait_for(...)`): a coroutine that takes an owned value and is
-    not among them may never run (`lease-untracked`)."""
+    """Calls awaited where they are made (`await f(x)`, which runs the coroutine's body at once): a
+    coroutine that takes an owned value and is not among them may never run, as a task (given to
+    `create_task`, a `TaskGroup`, `gather`) cancelled before it starts (`lease-untracked`)."""
 
     subsets: dict[Var, str]
     """Local bound to a filtered copy of an outliving container (`old = [p for p in self.pins if

@@ -160,6 +160,15 @@ def owned_tuple(t: Type | None) -> bool:
     return isinstance(p, TupleType) and any(classify(item) is not None for item in p.items)
 
 
+def without_none(t: Type | None) -> Type | None:
+    """`list[Lease] | None` (what `d.get(k)` gives) as `list[Lease]`."""
+    p = get_proper_type(t) if t is not None else None
+    if isinstance(p, UnionType):
+        rest = [x for x in p.items if not isinstance(get_proper_type(x), NoneType)]
+        return UnionType.make_union(rest) if rest else t
+    return t
+
+
 def tuple_or_none(t: Type | None) -> TupleType | None:
     """The tuple type of `t` or of `t | None` (`tuple[Lease[Full, Held], Lease[Full, Held]] | None`), else None."""
     p = get_proper_type(t) if t is not None else None
