@@ -459,8 +459,7 @@ class ExpressionsMixin(OwnershipBase):
             else:
                 self.sink(arg, self.lend_argument)
             if mode != "own" and not pure:  # `len(pins)`, `print(pins)` change nothing
-                self.forget_container(arg, emptied=self.hands_container(e, index) and not (
-                    isinstance(callee, MemberExpr) and callee.name in FILLING_METHODS))
+                self.forget_container(arg, e, index)
             if (name := spelled(arg)) is not None and not pure:
                 self.pop_tested([name])
         moved_in = any(self.owns(v) for v in handed)
@@ -729,13 +728,16 @@ class ExpressionsMixin(OwnershipBase):
                          slot=slot_of(callee.expr, e.args[0]))
         return OTHER
 
-    def forget_container(self, arg: Expression, emptied: bool) -> None:
-        """A container handed to a call may be refilled or drained there: its slots are unknown, and
-        where the callee empties it (`emptied`, see `hands_container`) it holds nothing after."""
+    def forget_container(self, arg: Expression, e: CallExpr, index: int) -> None:
+        """A container handed to a call (as argument `index` of `e`) may be refilled or drained
+        there: its slots are unknown, and where the callee empties it (`hands_container`; for
+        `extend` / `update` the copy rules decide) it holds nothing after."""
         if not isinstance(arg, (NameExpr, MemberExpr)) or container_item(self.s.types.get(arg)) is None:
             return
         contents = self.held_contents(arg)
-        if contents is not None and self.s.st is not None and emptied:
+        if contents is not None and self.s.st is not None and not (
+                isinstance(e.callee, MemberExpr) and e.callee.name in FILLING_METHODS) \
+                and self.hands_container(e, index):
             self.s.st[contents] = NOTHING_FACTS
         name = spelled(arg)
         if name is not None:
