@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Final
 
 from mypy.nodes import (
+    DictionaryComprehension,
     ARG_STAR,
     ARG_STAR2,
     AwaitExpr,
@@ -364,16 +365,17 @@ class CompoundMixin(OwnershipBase):
         """The container `e` copies every entry of: `list(c)`, `sorted(c)`, `c.copy()`,
         `[p for p in c]`, `(p for p in c)`, or `c` itself; None if `e` is none of those.
         With `values`, a mapping `e` is read for its values (`self.table.update(batch)`)."""
-        if values and not isinstance(e, CallExpr):
+        if values and isinstance(e, (NameExpr, MemberExpr, IndexExpr)):
             source = self.iterated_container(e, viewed=True)
             return source if source is not None and self.container_mode(source) == "entry" else None
-        if isinstance(e, (ListComprehension, GeneratorExpr)):
+        if isinstance(e, (ListComprehension, GeneratorExpr, DictionaryComprehension)):
             g = e.generator if isinstance(e, ListComprehension) else e
-            if len(g.sequences) != 1 or g.condlists[0] or not isinstance(g.left_expr, NameExpr):
-                return None
+            made = g.value if isinstance(g, DictionaryComprehension) else g.left_expr
+            if len(g.sequences) != 1 or g.condlists[0] or not isinstance(made, NameExpr):
+                return None  # `{g.bucket: g for g in fresh}` copies every entry of `fresh`
             names = target_names(g.indices[0])
-            kept = [n for n in names if n.name == g.left_expr.name]
-            others = [n for n in names if n.name != g.left_expr.name]
+            kept = [n for n in names if n.name == made.name]
+            others = [n for n in names if n.name != made.name]
             if len(kept) != 1 or any(classify(self.s.types.get(n)) is not None for n in others):
                 return None  # `(lease for lease, _ in self.queue)` keeps the one owned item of each pair
             return self.copy_source(g.sequences[0])

@@ -207,6 +207,11 @@ class ExpressionsMixin(OwnershipBase):
                 if v.kind == "var" and ("is" in e.operators or "is not" in e.operators):
                     continue
                 self.lend(v)
+            member = self.rules.membership(e)
+            if member is not None and self.s.st is not None:  # `retried = rid in self.inflight`
+                marker, noun, _ = member
+                self.s.st[marker] = self.s.st.get(marker, NOTHING_FACTS) | NOTHING_FACTS | frozenset(
+                    {(HELD, e.line, e.column, noun)})  # the key may be there: a store after may overwrite
             return OTHER
         if isinstance(e, OpExpr):
             if e.op in ("and", "or"):
@@ -604,13 +609,14 @@ class ExpressionsMixin(OwnershipBase):
     def fillable(self, e: CallExpr, index: int, arg: Expression) -> bool:
         """Whether argument `index` of `e` is a local container of owned values, not yet holding any,
         that the callee may store owned values into: its parameter is declared a mutable container
-        of them (`def fill(out: list[Lease[Full, Held]])`)."""
+        of them (`def fill(out: list[Lease[Full, Held]])`), and it is not one the callee empties."""
         if not isinstance(arg, NameExpr) or self.local_var(arg) is None or not holds_owned(self.s.types.get(arg)):
             return False
         found = self.s.calls.parameter_of(e, index)
         formal = get_proper_type(found[2]) if found is not None and found[2] is not None else None
         return isinstance(formal, Instance) and holds_owned(formal) and any(
-            formal.type.has_base(base) for base in MUTABLE_CONTAINERS)
+            formal.type.has_base(base) for base in MUTABLE_CONTAINERS) \
+            and not (found is not None and found[1] in self.rules.drained_by(found[0]))  # empty after
 
     def handed_on_container(self, v: Value) -> bool:
         """Whether `v` names a local container of owned values handed on whole on every path."""

@@ -28,6 +28,11 @@ class Rules(Protocol):
         """Evaluate a condition; return the states where it is true and false (`conditions`)."""
         ...
 
+    def membership(self, e: Expression) -> tuple[Var, str, bool] | None:
+        """For `k in c` / `k not in c` over a mapping of owned values: the marker of slot `c[k]`, the
+        noun of its values, and whether the true branch finds the key (`conditions`)."""
+        ...
+
     def truthiness_is_presence(self, e: Expression) -> bool:
         """Whether `e` is falsy exactly when it is None (`Lease | None`) (`conditions`)."""
         ...

@@ -6,6 +6,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from mypy.nodes import (
+    FloatExpr,
+    IntExpr,
+    StrExpr,
     AssertStmt,
     AssignmentStmt,
     Block,
@@ -15,6 +18,7 @@ from mypy.nodes import (
     Decorator,
     DelStmt,
     Expression,
+    CallExpr,
     ExpressionStmt,
     ForStmt,
     FuncDef,
@@ -66,7 +70,7 @@ from leases.check.facts import (
     spelled,
     verb,
 )
-from leases.check.model import classify, container_item, holds_owned, is_borrowed, owned_item
+from leases.check.model import LEASE, classify, container_item, holds_owned, is_borrowed, owned_item
 from leases.check.walk import children
 
 
@@ -111,6 +115,17 @@ class StatementsMixin(CompoundMixin):
             stack.extend(children(node))
         return seen_expression
 
+    def lease_release(self, s: Statement) -> bool:
+        """`lease.release()` as a statement: it raises only on misuse (a second release, another
+        thread), so its handlers are not asked to release the lease again (`try: old.release();
+        old = new  finally: old.release()` is the swap idiom)."""
+        if not (isinstance(s, ExpressionStmt) and isinstance(s.expr, CallExpr)
+                and isinstance(s.expr.callee, MemberExpr) and s.expr.callee.name == "release"):
+            return False
+        t = self.s.types.get(s.expr.callee.expr)
+        p = get_proper_type(t) if t is not None else None
+        return isinstance(p, Instance) and p.type.fullname == LEASE
+
     def stmt(self, s: Statement) -> None:
         if not self.s.frames:
             self.dispatch(s)
@@ -119,7 +134,7 @@ class StatementsMixin(CompoundMixin):
             self.s.exit_state = None
             self.dispatch(s)
             post = self.s.st if self.s.st is not None else self.s.exit_state
-            if pre is not None:
+            if pre is not None and not _cannot_raise(s) and not self.lease_release(s):
                 self.record_exception(exception_state(pre, post))
         else:
             if not isinstance(s, (TryStmt, Block)):
@@ -435,3 +450,14 @@ SIMPLE_STATEMENTS: Final = (
     ExpressionStmt, AssignmentStmt, OperatorAssignmentStmt, DelStmt, AssertStmt, ReturnStmt,
     RaiseStmt,
 )
+
+
+def _cannot_raise(s: Statement) -> bool:
+    """`mask = nxt`, `a, b = b, a`, `slot = None`: binding names to names or constants raises nothing,
+    so the state before it reaches no handler."""
+    if not isinstance(s, AssignmentStmt) or s.type is not None:
+        return False
+    plain = (NameExpr, IntExpr, StrExpr, FloatExpr)
+    targets = [t for lv in s.lvalues for t in (lv.items if isinstance(lv, TupleExpr) else [lv])]
+    values = s.rvalue.items if isinstance(s.rvalue, TupleExpr) else [s.rvalue]
+    return all(isinstance(t, NameExpr) for t in targets) and all(isinstance(v, plain) for v in values)
