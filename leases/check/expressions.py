@@ -142,6 +142,9 @@ class ExpressionsMixin(OwnershipBase):
                 return OTHER
             place = self.local_var(e) if self.s.places else None
             if place is not None:
+                holder = self.local_var(e.expr) if isinstance(e.expr, NameExpr) else None
+                if holder is not None and holder not in self.s.discharging:
+                    self.check_use(holder, e.line, e.column)  # `g.close(); g.leases.append(x)`
                 self.narrowed_away(place, e)
                 return Value("var", e.line, e.column, var=place)
             receiver = self.ev(e.expr)
