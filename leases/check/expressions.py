@@ -110,6 +110,8 @@ from leases.check.model import (
 )
 from leases.check.calls import STDLIB_CONTAINERS, takes_out_of_self
 from leases.check.compound import ONE_SHOT
+from leases.check.ownership import OwnershipBase
+from leases.check.walk import children, target_names
 
 HEAP_TAKES: Final = frozenset({f"{module}.{name}" for module in ("heapq", "_heapq")
                               for name in ("heappop", "heappushpop", "heapreplace")})
@@ -118,8 +120,6 @@ FILLING_METHODS: Final = frozenset({"extend", "extendleft", "update"})
 """Methods of the standard containers that store every item of the container they are given."""
 MUTABLE_CONTAINERS: Final = ("typing.MutableSequence", "typing.MutableMapping", "typing.MutableSet")
 """A parameter declared one of these (a `list`, `dict`, `set`, `deque` ...) may be stored into."""
-from leases.check.ownership import OwnershipBase
-from leases.check.walk import children, target_names
 
 
 class ExpressionsMixin(OwnershipBase):
