@@ -57,6 +57,7 @@ from leases.check.model import (
     MOVE_OUT_METHODS,
     generator_item,
     holds_owned,
+    tuple_or_none,
     without_none,
     consuming_method,
     is_borrowed,
@@ -234,7 +235,7 @@ class CallModel:
             return "owned"
         if any(is_borrowed(r) for r in rets):
             return "borrowed"
-        return "owned" if any(mentions_owned(r) for r in rets) else None
+        return "owned" if any(mentions_owned(r) or _tuple_of_containers(r) for r in rets) else None
 
     def returns_owned_container(self, e: CallExpr, receiver_type: Type | None = None) -> bool:
         """Whether the callee declares that it hands over a container of owned values
@@ -348,6 +349,12 @@ def _take_out(e: Expression | None, receiver: Var) -> bool | None:
 
 def _field_of(e: Expression, receiver: Var) -> bool:
     return isinstance(e, MemberExpr) and isinstance(e.expr, NameExpr) and e.expr.node is receiver
+
+
+def _tuple_of_containers(t: Type) -> bool:
+    """`-> tuple[list[Lease[...]], list[Lease[...]]]`: a tuple with a container of owned values in it."""
+    shape = tuple_or_none(t)
+    return shape is not None and any(holds_owned(item) for item in shape.items)
 
 
 def _declared_returns(sig: Type | None, depth: int = 0) -> list[Type] | None:

@@ -88,6 +88,7 @@ from leases.check.model import (
     GENERATOR_TYPES,
     KEYED_CONTAINERS,
     holds_owned,
+    item_noun,
     items_noun,
     property_return,
     LEASE,
@@ -168,12 +169,17 @@ class ExpressionsMixin(OwnershipBase):
         if isinstance(e, (TupleExpr, ListExpr, SetExpr, DictExpr)):
             nouns: list[str] = []
 
+            shape = tuple_or_none(self.s.types.get(e)) if isinstance(e, TupleExpr) else None
+            holds_containers = shape is not None and any(holds_owned(x) for x in shape.items)
+
             def store(v: Value) -> None:
-                if isinstance(e, TupleExpr) and self.container_value(v):
+                if isinstance(e, TupleExpr) and self.container_value(v) and not holds_containers:
                     self.untracked_flow(v, "a tuple as one of its items")
                     return
                 if v.kind == "display":
                     nouns.append(v.noun)
+                elif holds_containers and self.container_value(v):
+                    nouns.append(items_noun(v.var.type if v.var is not None else None))  # `(small, large)`
                 elif self.owns(v):
                     nouns.append(v.noun or _noun(self.facts(v.var)) if v.var else v.noun)
                 self.store(v, e.line)
@@ -1080,8 +1086,8 @@ class ExpressionsMixin(OwnershipBase):
         p = get_proper_type(t)
         if isinstance(p, (AnyType, UninhabitedType)) or classify(t) is not None:
             return
-        if isinstance(p, TupleType) and any(classify(item) is not None for item in p.items):
-            return  # a tuple of owned values owns them until it is unpacked or passed on
+        if isinstance(p, TupleType) and any(item_noun(item) is not None for item in p.items):
+            return  # a tuple of owned values (or of containers of them) owns them until unpacked or passed on
         if holds_owned(t) and var not in self.s.links:
             return  # a local container of owned values owns them until it is drained, emptied or handed on
         if isinstance(p, Instance) and p.type.fullname == LEASE and any(
@@ -1144,7 +1150,7 @@ class ExpressionsMixin(OwnershipBase):
             return OTHER
         p = tuple_or_none(t) or get_proper_type(t)
         if isinstance(p, TupleType):  # `-> tuple[Lease[...], Lease[...]] | None`: held until tested or unpacked
-            nouns = tuple((k.noun if (k := classify(item)) else None) for item in p.items)
+            nouns = tuple(item_noun(item) for item in p.items)  # a container item is owned with what it holds
             if any(nouns) and self.s.calls.returns_owned(call) == "owned":
                 return Value("tuple", at.line, at.column, items=nouns, source=self.s.calls.callee_name(call))
             return OTHER

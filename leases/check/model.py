@@ -297,6 +297,15 @@ def items_noun(t: Type | None) -> str:
     return kind.noun if kind is not None else "Lease"
 
 
+def item_noun(t: Type | None) -> str | None:
+    """What a tuple item (or an unpacking target) of type `t` owns: a tracked value's noun, "<noun>
+    container" for a container of owned values (`tuple[list[Lease[...]], int]`), else None."""
+    kind = classify(t)
+    if kind is not None:
+        return kind.noun
+    return f"{items_noun(t)} container" if not is_borrowed(t) and holds_owned(t) else None
+
+
 def property_return(t: Type | None, name: str) -> Type | None:
     """The declared return type of the property `name` of a value of type `t`, else None."""
     p = get_proper_type(t) if t is not None else None

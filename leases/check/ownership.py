@@ -62,6 +62,7 @@ from leases.check.model import (
     is_borrowed,
     holds_owned,
     items_noun,
+    item_noun,
     is_linear_info,
     is_weak_owner,
     owned_item,
@@ -860,10 +861,7 @@ class OwnershipBase:
         """The noun of what an unpacking target owns by its type (a name's inferred type), or None."""
         var = target.node if isinstance(target, NameExpr) else None
         t = var.type if isinstance(var, Var) and var.type is not None else self.s.types.get(target)
-        if is_borrowed(t):
-            return None
-        kind = classify(t)
-        return kind.noun if kind is not None else None
+        return item_noun(t)
 
     def module_level(self, e: Expression) -> bool:
         """Whether `e` is a module-level name read inside a function (`HELD` in `HELD.append(x)`):
