@@ -144,7 +144,7 @@ class ExpressionsMixin(OwnershipBase):
             place = self.local_var(e) if self.s.places else None
             if place is not None:
                 holder = self.local_var(e.expr) if isinstance(e.expr, NameExpr) else None
-                if holder is not None and holder not in self.s.discharging:
+                if holder is not None:
                     self.check_use(holder, e.line, e.column)  # `g.close(); g.leases.append(x)`
                 self.narrowed_away(place, e)
                 return Value("var", e.line, e.column, var=place)
