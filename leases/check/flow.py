@@ -80,6 +80,11 @@ class FunctionChecker(
                     var = arg.variable
                     if var.is_self or var.is_cls or i >= len(sig.arg_types):
                         continue
+                    if arg.kind == ARG_STAR and param_mode(sig.arg_types[i]) == "own" and not lambda_param:
+                        kind = classify(sig.arg_types[i])  # `*leases: Lease[...]`: the caller handed them over
+                        st[var] = frozenset({(HELD, arg.line, arg.column,
+                                              f"{kind.noun if kind is not None else 'Value'} container")})
+                        continue
                     if arg.kind in (ARG_STAR, ARG_STAR2):
                         continue
                     if i == 0 and fn.info is not FUNC_NO_INFO and not fn.is_static:

@@ -283,6 +283,8 @@ def container_item(t: Type | None) -> Type | None:
     p = get_proper_type(t) if t is not None else None
     if isinstance(p, Instance) and p.type.fullname in CONTAINERS and p.args:
         return p.args[-1]
+    if isinstance(p, Instance) and p.type.fullname == "builtins.tuple" and len(p.args) == 1:
+        return p.args[0]  # `tuple[Lease[...], ...]`, what `*leases: Lease[...]` binds
     if isinstance(p, UnionType) and p.items:
         items = [container_item(item) for item in p.items]
         if all(item is not None for item in items):
