@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Final
 
 from mypy.nodes import (
+    SliceExpr,
     DictionaryComprehension,
     ARG_STAR,
     ARG_STAR2,
@@ -410,7 +411,13 @@ class CompoundMixin(OwnershipBase):
 
     def subset_source(self, e: Expression) -> str | None:
         """`[p for p in self.pins if p.stale]`, `list(filter(...))`-like comprehensions: the spelling of the
-        outliving container whose entries the result selects (views of them), else None."""
+        outliving container whose entries the result selects (views of them), else None; a slice
+        (`self.pins[:n]`) selects some too."""
+        if isinstance(e, IndexExpr) and isinstance(e.index, SliceExpr):
+            source = self.iterated_container(e.base)
+            if source is None or self.container_mode(source) != "entry" or not self.outlives(source):
+                return None
+            return spelled(source)
         if not isinstance(e, ListComprehension) or len(e.generator.sequences) != 1:
             return None
         g = e.generator

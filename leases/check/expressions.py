@@ -331,7 +331,11 @@ class ExpressionsMixin(OwnershipBase):
         """Analyse a comprehension; the noun of the owned values it stores in its result ("" if none).
         `built`: a list, set or dict comprehension (all its items exist at once), not a generator."""
         modes = [self.rules.iteration(seq) for seq in g.sequences]
-        self.lend(self.ev(g.sequences[0]))
+        first = self.ev(g.sequences[0])
+        # `max(p.id for p in make_batch())`: the batch a call handed over is this comprehension's to spend
+        anonymous = self.rules.anonymous_container(first) if modes[0][0] == "entry" else None
+        if anonymous is None:
+            self.lend(first)
         if self.s.st is None:
             return ""
         entry = self.s.st
@@ -386,7 +390,8 @@ class ExpressionsMixin(OwnershipBase):
         self.s.st = head
         if stored and built:
             self.partial_comprehension(g, stored[0])
-        spent = self.rules.spendable(*modes[0]) if len(g.sequences) == 1 and not g.condlists[0] else None
+        spent = (anonymous or self.rules.spendable(*modes[0])) if len(g.sequences) == 1 and not g.condlists[0] \
+            else None
         targets = [v for v in map(self.local_var, target_names(g.indices[0])) if v is not None]
         if spent is not None and targets and end is not None \
                 and not any(f[0] == ENTRY for v in targets for f in end.get(v, ())):

@@ -69,6 +69,10 @@ class Rules(Protocol):
         """Loop targets over entries an earlier loop released see them released (`compound`)."""
         ...
 
+    def anonymous_container(self, v: Value) -> Var | None:
+        """A name of its own for a container of owned values a call handed over and a loop reads (`compound`)."""
+        ...
+
     def spendable(self, mode: str, container: Expression | None) -> Var | None:
         """What a loop over `container` spends when it consumes or hands on every item (`compound`)."""
         ...
