@@ -247,8 +247,9 @@ class TreeState:
         p = self.store.pins(node)
         return len(p) if p is not None else 0
 
-    def host_leases(self, node: Node) -> list[Lease[FullHost, Held]]:
-        """The leases pinning the node's host tier (host locks, write-through marks, load-back pins)."""
+    def host_leases(self, node: Node) -> list[Borrowed[Lease[FullHost, Held]]]:
+        """The leases pinning the node's host tier (host locks, write-through marks, load-back pins):
+        views, which their owners (receipts, marks, load-back pins) release."""
         p = self.handed.host_pins(node)
         return list(p) if p is not None else []
 
