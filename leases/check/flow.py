@@ -152,8 +152,9 @@ class FunctionChecker(
 
     def drained_by(self, fn: FuncDef) -> frozenset[int]:
         """The positions of the parameters holding containers of owned values that a function of
-        this module empties on every normal exit: releases or hands on each entry and takes it out,
-        clears the container, or keeps it whole (`def settle_all(batch: list[Lease[...]])`).
+        this module empties on every normal exit: a loop that releases or hands on each entry, then a
+        clear, or a pop of each (`def settle_all(batch: list[Lease[...]])`). Storing the container
+        whole (`self.batches.append(batch)`) does not count yet.
 
         A caller's local container passed there is handed on; passed anywhere else it stays the
         caller's. Read by analysing the function again, silently, as `discharged_by` does, and for

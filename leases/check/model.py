@@ -171,10 +171,8 @@ def without_none(t: Type | None) -> Type | None:
 
 def tuple_or_none(t: Type | None) -> TupleType | None:
     """The tuple type of `t` or of `t | None` (`tuple[Lease[Full, Held], Lease[Full, Held]] | None`), else None."""
-    p = get_proper_type(t) if t is not None else None
-    if isinstance(p, UnionType):
-        rest = [x for x in map(get_proper_type, p.items) if not isinstance(x, NoneType)]
-        p = rest[0] if len(rest) == 1 else None
+    bare = without_none(t)
+    p = get_proper_type(bare) if bare is not None else None
     return p if isinstance(p, TupleType) else None
 
 
